@@ -1,0 +1,38 @@
+"""specdsl: typed PTX kernel specs with derived, provable module-cache keys.
+
+A kernel is a frozen attrs class whose *baked* fields render into PTX through a
+Jinja template and whose *launch* fields never do. Module keys are derived from
+the baked fields, the template and the target, so they cannot be incomplete;
+hand-written keys are proven at run time by a ledger and before run time by
+``specdsl check-keys``.
+"""
+
+from .dtype import DType
+from .errors import (
+    CompileError,
+    IncompleteKeyError,
+    LaunchError,
+    RenderError,
+    SpecDefinitionError,
+    SpecdslError,
+    SpecError,
+    TargetError,
+)
+from .executor import Executor
+from .fields import baked, launch
+from .keys import derived_key, hand_key
+from .ledger import KeyLedger, key_checking, suspend_key_proof
+from .render import render
+from .spec import kernel_spec
+from .target import Target
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "kernel_spec", "baked", "launch", "DType", "Target",
+    "render", "derived_key", "hand_key",
+    "key_checking", "suspend_key_proof", "KeyLedger",
+    "Executor",
+    "SpecdslError", "SpecError", "SpecDefinitionError", "TargetError",
+    "RenderError", "CompileError", "LaunchError", "IncompleteKeyError",
+]

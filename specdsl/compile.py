@@ -1,0 +1,93 @@
+"""PTX -> cubin with nvJitLink, through cuda.core's ``Linker``; no GPU or driver needed.
+
+``cuda.core.Program(code_type="ptx")`` drives the same nvJitLink ``Linker``; specdsl
+calls the Linker itself so it can ask for the verbose info log, which carries
+ptxas's resource report (registers, spills, stack frame, shared and constant memory).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import attrs
+
+from .errors import CompileError
+from .target import Target
+
+__all__ = ["Compiled", "compile_ptx", "ptx_excerpt", "toolchain_version"]
+
+_LINE = re.compile(r"line (\d+)")
+
+
+@attrs.frozen
+class Compiled:
+    """One compiled module.
+
+    Attributes:
+        cubin: the ELF cubin bytes for ``target``.
+        log: nvJitLink's verbose info log (ptxas's resource report).
+        seconds: wall-clock compile time, in seconds.
+        target: what it was compiled for.
+    """
+
+    cubin: bytes = attrs.field(repr=lambda b: f"<{len(b)} bytes>")
+    log: str
+    seconds: float
+    target: Target
+
+
+def toolchain_version() -> str:
+    """nvJitLink's version as ``"major.minor"`` (part of every disk-cache key)."""
+    from cuda.bindings import nvjitlink
+
+    major, minor = nvjitlink.version()
+    return f"{major}.{minor}"
+
+
+def ptx_excerpt(ptx: str, line: int, context: int = 3) -> str:
+    """PTX lines ``line - context .. line + context``, numbered, the reported one marked ``>``."""
+    lines = ptx.splitlines()
+    start, stop = max(1, line - context), min(len(lines), line + context)
+    return "\n".join(f"{'>' if n == line else ' '}{n:5d} | {lines[n - 1]}"
+                     for n in range(start, stop + 1))
+
+
+def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None) -> Compiled:
+    """Assemble ``ptx`` to a cubin for ``target`` with nvJitLink.
+
+    Args:
+        ptx: a whole PTX module.
+        target: the compute capability to compile for (``"sm_90"``, ``"sm_90a"``).
+        spec: the request the PTX came from, for the error message.
+
+    Raises:
+        CompileError: nvJitLink rejected the PTX; carries the log, the spec and the
+            PTX lines around the first line the log reports.
+    """
+    from cuda.core import Linker, LinkerOptions, ObjectCode
+
+    target = Target.parse(target)
+    started = time.perf_counter()
+    linker = None
+    try:
+        linker = Linker(ObjectCode.from_ptx(ptx.encode()),
+                        options=LinkerOptions(arch=target.sm, verbose=True))
+        cubin = bytes(linker.link("cubin").code)
+        log = linker.get_info_log()
+    except Exception as exc:  # nvJitLinkError carries the error log in its text
+        log = str(exc)
+        if linker is not None:
+            log = (linker.get_error_log() or "") + log
+        match = _LINE.search(log)
+        excerpt = ptx_excerpt(ptx, int(match.group(1))) if match else ""
+        what = f"{spec!r}" if spec is not None else "PTX"
+        message = f"nvJitLink could not compile {what} for {target.sm}:\n{log.strip()}"
+        if excerpt:
+            message += f"\n{excerpt}"
+        raise CompileError(message, log=log, spec=spec, ptx=ptx, excerpt=excerpt) from None
+    finally:
+        if linker is not None:
+            linker.close()
+    return Compiled(cubin, log.rstrip("\x00"), time.perf_counter() - started, target)

@@ -1,0 +1,100 @@
+"""The error classes of specdsl.
+
+Every error shares the root :class:`SpecdslError`; each subclass is also the
+built-in exception it resembles, so ``except ValueError`` keeps working for
+callers that do not know specdsl.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SpecdslError",
+    "SpecError",
+    "SpecDefinitionError",
+    "TargetError",
+    "RenderError",
+    "CompileError",
+    "LaunchError",
+    "IncompleteKeyError",
+]
+
+
+class SpecdslError(Exception):
+    """Root of every error specdsl raises."""
+
+
+class SpecError(SpecdslError, ValueError):
+    """A request (spec instance) has a field value that is not allowed.
+
+    The message names the spec class, the field, the value and what was
+    expected, e.g. ``RMSNorm.hidden must be a multiple of 8 (got 4100)``.
+    """
+
+
+class SpecDefinitionError(SpecdslError, TypeError):
+    """A spec class is malformed: raised at class definition (import time).
+
+    Examples: a field without a role, a template that does not exist, a
+    template that reads a launch field or an unknown variable.
+    """
+
+
+class TargetError(SpecdslError, ValueError):
+    """A compile target string such as ``"sm_90a"`` cannot be parsed or is unsupported."""
+
+
+class RenderError(SpecdslError, ValueError):
+    """A template could not render PTX for a request.
+
+    Raised for values a PTX type cannot hold (an f32 immediate that overflows),
+    for a template's own ``require(...)`` failures and for Jinja errors.
+    """
+
+
+class CompileError(SpecdslError, RuntimeError):
+    """nvJitLink rejected rendered PTX.
+
+    Attributes:
+        log: the compiler's log, as text.
+        spec: the request whose PTX failed, or ``None``.
+        ptx: the PTX that was compiled.
+        excerpt: the PTX lines around the line the log reports (may be empty).
+    """
+
+    def __init__(self, message: str, *, log: str = "", spec: object = None,
+                 ptx: str = "", excerpt: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+        self.spec = spec
+        self.ptx = ptx
+        self.excerpt = excerpt
+
+
+class LaunchError(SpecdslError, ValueError):
+    """A launch was refused before anything reached the GPU.
+
+    The message names the kernel parameter (or grid/block/stream) and what was
+    expected.
+    """
+
+
+class IncompleteKeyError(SpecdslError, RuntimeError):
+    """A hand-written module key maps two requests that render different PTX.
+
+    A parameter that is baked into the PTX is missing from the key: without this
+    error the second request would silently run the first request's kernel.
+
+    Attributes:
+        key: the hand-written key that was hit.
+        first: the request that was compiled under ``key``.
+        request: the new request whose PTX differs.
+        differing_fields: names of the baked fields whose values differ.
+    """
+
+    def __init__(self, message: str, *, key: str, first: object, request: object,
+                 differing_fields: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.key = key
+        self.first = first
+        self.request = request
+        self.differing_fields = tuple(differing_fields)

@@ -1,0 +1,222 @@
+"""Field roles (baked, launch), value coercion and canonical values.
+
+A field's role lives in attrs' ``metadata`` (the sanctioned home for a third
+party's facts about a field) and is read back through ``attrs.fields(cls)``.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import numbers
+import struct
+import types
+import typing
+from typing import Any, Callable, Literal
+
+import attrs
+
+from .errors import SpecError
+
+__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "BAKED", "LAUNCH"]
+
+ROLE = "specdsl.role"
+NONFINITE = "specdsl.allow_nonfinite"
+DOC = "specdsl.doc"
+BAKED = "baked"
+LAUNCH = "launch"
+
+_NOTHING = attrs.NOTHING
+
+
+def _field(role: str, default: Any, validator: Any, converter: Any,
+           allow_nonfinite: bool, doc: str | None) -> Any:
+    return attrs.field(
+        default=default, validator=validator, converter=converter,
+        metadata={ROLE: role, NONFINITE: allow_nonfinite, DOC: doc},
+    )
+
+
+def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
+          allow_nonfinite: bool = False, doc: str | None = None) -> Any:
+    """Declare a field that is rendered into the PTX and so is part of the derived key.
+
+    Args:
+        default: the value when the caller gives none.
+        validator: an attrs validator (or list of them), e.g. ``attrs.validators.ge(1)``;
+            a ``ValueError`` or ``TypeError`` it raises becomes a :class:`SpecError`
+            naming the field and the value.
+        converter: applied before specdsl's own type coercion.
+        allow_nonfinite: let a ``float`` field hold NaN and infinity (refused by default,
+            since a template usually cannot render them meaningfully).
+        doc: one line for ``specdsl list`` and the docs.
+
+    Returns:
+        An attrs field definition, to be assigned in a :func:`kernel_spec` class body.
+    """
+    return _field(BAKED, default, validator, converter, allow_nonfinite, doc)
+
+
+def launch(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
+           allow_nonfinite: bool = False, doc: str | None = None) -> Any:
+    """Declare a launch-only field (block size, grid policy): never visible to the template.
+
+    Launch fields are typed and validated like baked ones but never enter the derived
+    key, so two requests differing only in launch fields share one module. Arguments
+    as for :func:`baked`.
+    """
+    return _field(LAUNCH, default, validator, converter, allow_nonfinite, doc)
+
+
+def role_of(attribute: attrs.Attribute) -> str | None:
+    """``"baked"``, ``"launch"``, or ``None`` for a field declared without a role."""
+    return attribute.metadata.get(ROLE)
+
+
+def canonical(value: Any) -> tuple:
+    """A value's canonical form: equal forms render identically, distinct forms may not.
+
+    Floats compare by their exact bits (``0.0`` and ``-0.0`` differ, NaN equals
+    itself), bools never equal ints, enums compare by class and member name. Used
+    as the attrs ``eq`` key of every spec field and as the derived key's input.
+
+    Raises:
+        TypeError: a value of a type the key cannot see exactly.
+    """
+    if value is None:
+        return ("none",)
+    if isinstance(value, bool):
+        return ("bool", int(value))
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", struct.pack(">d", value).hex())
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, enum.Enum):
+        return ("enum", f"{type(value).__module__}.{type(value).__qualname__}", value.name)
+    if isinstance(value, tuple):
+        return ("tuple",) + tuple(canonical(item) for item in value)
+    raise TypeError(f"no canonical form for {type(value).__name__} value {value!r}")
+
+
+def _describe(tp: Any) -> str:
+    if isinstance(tp, type):
+        if issubclass(tp, enum.Enum):
+            return f"{tp.__name__} ({', '.join(repr(m.value) for m in tp)})"
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+Coercer = Callable[[Any], Any]
+
+
+def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coercer:
+    """Build the converter that checks and normalizes one field's value for type ``tp``.
+
+    Supported annotations: ``int``, ``float``, ``bool``, ``str``, enum classes (members
+    or their value/name strings), ``Literal[...]``, ``tuple[T, ...]``, ``tuple[T1, T2]``
+    and ``T | None``. Lists become tuples; other containers are refused.
+
+    Raises:
+        SpecDefinitionError: (from the caller) for an unsupported annotation, via TypeError.
+    """
+    label = f"{owner}.{name}"
+
+    def fail(value: Any, expected: str) -> SpecError:
+        return SpecError(f"{label} must be {expected} (got {value!r}, a {type(value).__name__})")
+
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if len(members) != 1 or len(args) != 2:
+            raise TypeError(f"{label}: only 'T | None' unions are supported (got {tp})")
+        inner = make_coercer(owner, name, members[0], allow_nonfinite)
+        return lambda v: None if v is None else inner(v)
+
+    if origin is Literal:
+        allowed = args
+
+        def literal(v: Any) -> Any:
+            for option in allowed:
+                if canonical(option) == _try_canonical(v):
+                    return option
+            raise fail(v, "one of " + ", ".join(repr(a) for a in allowed))
+        return literal
+
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite)
+            arity = None
+        else:
+            items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite)
+                     for i, a in enumerate(args)]
+            arity = len(items)
+
+        def tuple_(v: Any) -> tuple:
+            if not isinstance(v, (tuple, list)):
+                raise fail(v, f"a tuple of {_describe(tp)}")
+            if arity is None:
+                return tuple(item(x) for x in v)
+            if len(v) != arity:
+                raise fail(v, f"a tuple of {arity} items")
+            return tuple(c(x) for c, x in zip(items, v))
+        return tuple_
+
+    if tp is bool:
+        def bool_(v: Any) -> bool:
+            if type(v).__name__ == "bool_" or isinstance(v, bool):
+                return bool(v)
+            raise fail(v, "a bool (True or False)")
+        return bool_
+
+    if tp is int:
+        def int_(v: Any) -> int:
+            if isinstance(v, numbers.Integral) and not _is_boolish(v):
+                return int(v)
+            raise fail(v, "an int")
+        return int_
+
+    if tp is float:
+        def float_(v: Any) -> float:
+            if _is_boolish(v) or not isinstance(v, numbers.Real):
+                raise fail(v, "a float")
+            x = float(v)
+            if not allow_nonfinite and not math.isfinite(x):
+                raise fail(v, "a finite float (NaN and infinity cannot be baked)")
+            return x
+        return float_
+
+    if tp is str:
+        def str_(v: Any) -> str:
+            if isinstance(v, str):
+                return v
+            raise fail(v, "a str")
+        return str_
+
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        def enum_(v: Any) -> enum.Enum:
+            if isinstance(v, tp):
+                return v
+            if isinstance(v, str):
+                for member in tp:
+                    if v in (member.value, member.name, member.name.lower()):
+                        return member
+            raise fail(v, f"a {_describe(tp)}")
+        return enum_
+
+    raise TypeError(f"{label}: unsupported field type {tp!r} (use int, float, bool, str, "
+                    "an Enum, Literal[...], tuple[...] or T | None)")
+
+
+def _is_boolish(v: Any) -> bool:
+    return isinstance(v, bool) or type(v).__name__ == "bool_"
+
+
+def _try_canonical(v: Any) -> tuple | None:
+    try:
+        return canonical(v)
+    except TypeError:
+        return None

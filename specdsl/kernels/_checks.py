@@ -1,0 +1,42 @@
+"""Validators shared by the built-in kernels; each raises ValueError, which the spec
+machinery turns into a SpecError naming the field and the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["block_size", "one_of", "multiple_of", "in_range"]
+
+
+def block_size(instance: Any, attribute: Any, value: int) -> None:
+    """Threads per CTA: a whole number of warps (multiple of 32), 32..1024."""
+    if not (32 <= value <= 1024 and value % 32 == 0):
+        raise ValueError(f"expected a multiple of 32 from 32 to 1024 threads per CTA")
+
+
+def one_of(*allowed: Any):
+    """Validator: the value is one of ``allowed``."""
+    names = ", ".join(str(a) for a in allowed)
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value not in allowed:
+            raise ValueError(f"expected one of {names}")
+    return check
+
+
+def multiple_of(step: int, why: str = ""):
+    """Validator: a positive multiple of ``step`` (``why`` says what needs it)."""
+    reason = f" ({why})" if why else ""
+
+    def check(instance: Any, attribute: Any, value: int) -> None:
+        if value <= 0 or value % step:
+            raise ValueError(f"expected a positive multiple of {step}{reason}")
+    return check
+
+
+def in_range(low: float, high: float):
+    """Validator: ``low <= value <= high``."""
+    def check(instance: Any, attribute: Any, value: float) -> None:
+        if not low <= value <= high:
+            raise ValueError(f"expected a value from {low} to {high}")
+    return check

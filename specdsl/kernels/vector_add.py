@@ -1,0 +1,44 @@
+"""VectorAdd: ``out = a + b`` elementwise; the tutorial kernel."""
+
+from __future__ import annotations
+
+import attrs
+
+from ..dtype import DType
+from ..fields import baked, launch
+from ..spec import kernel_spec
+from ._checks import block_size, one_of
+
+__all__ = ["VectorAdd"]
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class VectorAdd:
+    """``out[i] = a[i] + b[i]`` for ``i < n``.
+
+    Kernel parameters (in order): ``a``, ``b``, ``out``: device pointers to ``n``
+    elements of ``dtype``, 16-byte aligned; ``n``: u64 element count.
+
+    Each thread adds one 16-byte vector (4 f32 or 8 f16/bf16) with
+    ``ld.global.nc.v4.b32`` loads; the last partial vector is added element-wise.
+    f16 adds round to nearest (``add.rn.f16x2``); bf16 uses ``add.rn.bf16x2``,
+    which needs ``sm_90`` (PTX ISA 7.8).
+
+    Fields:
+        dtype (baked): f32, f16 or bf16.
+        block (launch): threads per CTA, a multiple of 32 up to 1024.
+    """
+
+    dtype: DType = baked(DType.F32, validator=one_of(DType.F32, DType.F16, DType.BF16),
+                         doc="element type: f32, f16 or bf16")
+    block: int = launch(256, validator=block_size, doc="threads per CTA")
+
+    @property
+    def lanes(self) -> int:
+        """Elements per thread (one 16-byte vector)."""
+        return 16 // self.dtype.size
+
+    def grid(self, n: int) -> tuple[int, int, int]:
+        """The grid (in CTAs) that covers ``n`` elements with ``block`` threads each."""
+        per_cta = self.block * self.lanes
+        return (max(1, -(-n // per_cta)), 1, 1)

@@ -1,0 +1,57 @@
+"""Rendering a request to PTX: a pure function of (spec, target)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from .errors import RenderError
+from .spec import spec_info
+from .target import Target
+
+__all__ = ["render", "render_context"]
+
+
+def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
+    """The variables a template sees: the baked fields, ``target`` and ``entry``.
+
+    Launch fields are deliberately absent: a template cannot depend on them.
+    """
+    info = spec_info(spec)
+    context = {name: getattr(spec, name) for name in info.baked}
+    context["target"] = Target.parse(target)
+    context["entry"] = info.entry
+    return context
+
+
+def render(spec: Any, target: Target | str = "sm_90") -> str:
+    """Render the PTX module text of ``spec`` for ``target``.
+
+    The result is deterministic: the same text for equal requests and targets in
+    every process, whatever ``PYTHONHASHSEED``.
+
+    Args:
+        spec: a request (an instance of a :func:`kernel_spec` class).
+        target: a :class:`Target` or a string such as ``"sm_90"`` or ``"sm_90a"``.
+
+    Returns:
+        PTX text, ending in a newline, holding ``.entry <entry>``.
+
+    Raises:
+        TargetError: a malformed target string.
+        RenderError: a value the PTX type cannot hold, a template's ``require(...)``
+            failure, or any template error; the message names the request and template.
+    """
+    info = spec_info(spec)
+    context = render_context(spec, target)
+    try:
+        text = info.env.get_template(info.template).render(context)
+    except RenderError as exc:
+        raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
+    except jinja2.TemplateError as exc:
+        where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}") from exc
+    if f".entry {info.entry}" not in text:
+        raise RenderError(f"{spec!r}: template {info.template!r} defines no '.entry {info.entry}'")
+    return text if text.endswith("\n") else text + "\n"

@@ -1,0 +1,209 @@
+"""``@kernel_spec``: turns an annotated class into a frozen, typed, validated kernel spec."""
+
+from __future__ import annotations
+
+import keyword
+import sys
+import typing
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import attrs
+import jinja2
+
+from .errors import SpecDefinitionError, SpecError
+from .fields import BAKED, LAUNCH, NONFINITE, canonical, make_coercer, role_of
+from .templating import CONTEXT_NAMES, TemplateFacts, environment, template_facts
+
+__all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values"]
+
+T = TypeVar("T", bound=type)
+
+#: Field names a spec may not use: they are template context names or spec API.
+RESERVED = frozenset(CONTEXT_NAMES | {"key", "require"})
+
+
+@attrs.frozen
+class SpecInfo:
+    """Facts about one spec class, stored on it as ``__specdsl__``.
+
+    Attributes:
+        cls_name: ``module.QualName`` of the class, as it enters the derived key.
+        template: the template name; ``entry``: the PTX ``.entry`` name.
+        search_path: user template folders searched before the built-in ones.
+        baked / launch: field names of each role, in declaration order.
+        facts: what the template (with everything it reaches) reads, and its digest.
+        env: the Jinja environment that renders it.
+        has_key: whether the class defines a hand-written ``key()``.
+    """
+
+    cls_name: str
+    template: str
+    entry: str
+    search_path: tuple[str, ...]
+    baked: tuple[str, ...]
+    launch: tuple[str, ...]
+    facts: TemplateFacts
+    env: jinja2.Environment = attrs.field(eq=False, repr=False)
+    has_key: bool = False
+
+
+def kernel_spec(template: str, entry: str, template_dir: str | Path | None = None
+                ) -> Callable[[T], T]:
+    """Class decorator: declare a kernel spec rendered by ``template`` with entry ``entry``.
+
+    The class becomes a frozen, slotted, hashable attrs class. Every field must be
+    declared with :func:`baked` or :func:`launch` and annotated with a supported type.
+    Field values are coerced and validated at construction; equality and hashing
+    use each value's canonical form (``0.0 != -0.0``), so equal requests render
+    identical PTX.
+
+    Args:
+        template: template file name, e.g. ``"rmsnorm.ptx.j2"``.
+        entry: the PTX ``.entry`` name the template defines (a C identifier).
+        template_dir: a folder searched before the built-in ``templates/``; a relative
+            path is taken from the folder of the module that defines the class.
+
+    Raises:
+        SpecDefinitionError: at class definition, naming the class, template and
+            variable: a field without a role or with an unsupported type, a reserved
+            field name, a missing template, a template that reads a launch field or a
+            name that is neither a baked field nor ``target``/``entry``.
+    """
+    if not isinstance(template, str) or not template:
+        raise SpecDefinitionError(f"kernel_spec template must be a file name (got {template!r})")
+    if not isinstance(entry, str) or not entry.isidentifier() or keyword.iskeyword(entry):
+        raise SpecDefinitionError(f"kernel_spec entry must be an identifier (got {entry!r})")
+
+    def wrap(cls: T) -> T:
+        name = cls.__qualname__
+        search_path = _search_path(cls, template_dir)
+        built = attrs.define(
+            cls, frozen=True, slots=True, eq=True, order=False, cache_hash=True,
+            field_transformer=lambda c, fields: [_transform(name, c, f) for f in fields],
+        )
+        fields = attrs.fields(built)
+        baked_names = tuple(f.name for f in fields if role_of(f) == BAKED)
+        launch_names = tuple(f.name for f in fields if role_of(f) == LAUNCH)
+        env = environment(search_path)
+        try:
+            facts = template_facts(env, template)
+        except jinja2.TemplateNotFound as exc:
+            raise SpecDefinitionError(
+                f"{name}: template {exc.name!r} not found (searched: "
+                f"{', '.join(env.loader.searchpath)})") from None
+        except jinja2.TemplateSyntaxError as exc:
+            hint = ""
+            if "unknown tag" in (exc.message or ""):
+                hint = (" (a PTX vector operand '{%r1, ...}' opens a Jinja tag: "
+                        "write it with a space, '{ %r1, ... }')")
+            raise SpecDefinitionError(
+                f"{name}: template {exc.name or template!r} line {exc.lineno}: "
+                f"{exc.message}{hint}") from None
+        _check_names(name, template, facts, baked_names, launch_names)
+        info = SpecInfo(
+            cls_name=f"{cls.__module__}.{name}", template=template, entry=entry,
+            search_path=search_path, baked=baked_names, launch=launch_names, facts=facts,
+            env=env, has_key=callable(getattr(built, "key", None)),
+        )
+        built.__specdsl__ = info
+        return built
+
+    return wrap
+
+
+def _search_path(cls: type, template_dir: str | Path | None) -> tuple[str, ...]:
+    if template_dir is None:
+        return ()
+    path = Path(template_dir)
+    if not path.is_absolute():
+        module_file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        path = (Path(module_file).parent if module_file else Path.cwd()) / path
+    if not path.is_dir():
+        raise SpecDefinitionError(f"{cls.__qualname__}: template_dir {str(path)!r} is not a folder")
+    return (str(path.resolve()),)
+
+
+def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute:
+    role = role_of(field)
+    if role is None:
+        raise SpecDefinitionError(
+            f"{owner}.{field.name} has no role: declare it with baked(...) or launch(...)")
+    if field.name in RESERVED:
+        raise SpecDefinitionError(f"{owner}.{field.name}: the name is reserved "
+                                  f"({', '.join(sorted(RESERVED))})")
+    try:
+        hints = typing.get_type_hints(cls)
+        tp = hints[field.name]
+        coerce = make_coercer(owner, field.name, tp, field.metadata.get(NONFINITE, False))
+    except (NameError, KeyError, TypeError) as exc:
+        raise SpecDefinitionError(f"{owner}.{field.name}: {exc}") from None
+    user_converter = field.converter
+    user_validator = field.validator
+
+    def convert(value: Any) -> Any:
+        if user_converter is not None:
+            try:
+                value = user_converter(value)
+            except SpecError:
+                raise
+            except (ValueError, TypeError) as exc:
+                raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: {exc}") from None
+        return coerce(value)
+
+    def validate(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        try:
+            user_validator(instance, attribute, value)
+        except SpecError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: {exc}") from None
+
+    return field.evolve(
+        converter=convert,
+        validator=validate if user_validator is not None else None,
+        eq=True, eq_key=canonical, hash=None,
+    )
+
+
+def _check_names(owner: str, template: str, facts: TemplateFacts,
+                 baked_names: tuple[str, ...], launch_names: tuple[str, ...]) -> None:
+    for variable in sorted(facts.names):
+        if variable in launch_names:
+            raise SpecDefinitionError(
+                f"{owner}: template {template!r} reads launch field {variable!r}; launch "
+                "fields never reach the PTX (make it baked(...) if the PTX depends on it)")
+        if variable not in baked_names and variable not in CONTEXT_NAMES:
+            raise SpecDefinitionError(
+                f"{owner}: template {template!r} reads {variable!r}, which is neither a baked "
+                f"field ({', '.join(baked_names) or 'none'}) nor a context name "
+                f"({', '.join(sorted(CONTEXT_NAMES))})")
+
+
+def is_spec(obj: Any) -> bool:
+    """True for a spec class made by :func:`kernel_spec` or an instance of one."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return isinstance(cls.__dict__.get("__specdsl__"), SpecInfo)
+
+
+def spec_info(obj: Any) -> SpecInfo:
+    """The :class:`SpecInfo` of a spec class or request.
+
+    Raises:
+        TypeError: ``obj`` is not a kernel spec.
+    """
+    cls = obj if isinstance(obj, type) else type(obj)
+    info = cls.__dict__.get("__specdsl__")
+    if not isinstance(info, SpecInfo):
+        raise TypeError(f"expected a @kernel_spec class or request, got {cls.__qualname__}")
+    return info
+
+
+def baked_values(spec: Any) -> dict[str, Any]:
+    """``{name: value}`` of the request's baked fields, in declaration order."""
+    return {name: getattr(spec, name) for name in spec_info(spec).baked}
+
+
+def launch_values(spec: Any) -> dict[str, Any]:
+    """``{name: value}`` of the request's launch fields, in declaration order."""
+    return {name: getattr(spec, name) for name in spec_info(spec).launch}

@@ -1,0 +1,151 @@
+"""The Jinja environments that render PTX, and static facts about templates.
+
+One ``Environment`` per template search path (the built-in ``templates/`` alone,
+or a spec's ``template_dir`` before it), built once and never mutated after.
+Templates are loaded once (``auto_reload=False``, unbounded cache), so the source
+a derived key digests is exactly the source that renders.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jinja2
+from jinja2 import meta
+
+from . import immediates
+from .errors import RenderError
+
+__all__ = ["builtin_template_dir", "environment", "TemplateFacts", "template_facts",
+           "CONTEXT_NAMES"]
+
+#: Names every template may read besides the spec's baked fields.
+CONTEXT_NAMES = frozenset({"target", "entry"})
+
+
+def builtin_template_dir() -> Path:
+    """The folder of specdsl's own templates: inside the wheel, or the checkout's ``templates/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_templates", here.parent / "templates"):
+        if candidate.is_dir():
+            return candidate
+    raise RuntimeError(f"specdsl's templates are missing (looked in {here / '_templates'} "
+                       f"and {here.parent / 'templates'}): reinstall specdsl")
+
+
+def _require(condition: Any, message: str) -> str:
+    """Template global: ``{{ require(hidden % 8 == 0, "hidden must be a multiple of 8") }}``."""
+    if not condition:
+        raise RenderError(message)
+    return ""
+
+
+def _finalize(value: Any) -> Any:
+    # A raw float would print as "1e-06", which is no PTX immediate; a bool as "True".
+    if isinstance(value, bool):
+        raise RenderError(f"template printed the bool {value!r}; test it with {{% if %}} instead")
+    if isinstance(value, float):
+        raise RenderError(f"template printed the raw float {value!r}; "
+                          "write it through an immediate filter such as |f32 or |f64")
+    return value
+
+
+def _int_filter(ptx_type: str):
+    return lambda value: immediates.integer(value, ptx_type)
+
+
+@functools.cache
+def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The shared Environment for ``search_path`` folders searched before the built-in ones.
+
+    Filters: ``f32``, ``f64`` (exact ``0f``/``0d`` immediates), ``f16``, ``bf16``
+    (``0xXXXX`` bit patterns), ``u32``, ``s32``, ``u64``, ``s64`` (range-checked
+    decimals). Global: ``require(condition, message)`` raises :class:`RenderError`.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([*search_path, str(builtin_template_dir())]),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+        cache_size=-1,
+        finalize=_finalize,
+    )
+    env.filters.update(
+        f32=immediates.f32, f64=immediates.f64, f16=immediates.f16, bf16=immediates.bf16,
+        **{name: _int_filter(name) for name in ("u32", "s32", "u64", "s64")},
+    )
+    env.globals["require"] = _require
+    return env
+
+
+@attrs.frozen
+class TemplateFacts:
+    """What a template and everything it includes or imports reads and is made of.
+
+    Attributes:
+        names: every variable the templates read that they do not define themselves.
+        sources: ``(template name, sha256 of its source)`` for each template reached.
+        dynamic: True where an include or import names its template at render time;
+            then ``sources`` covers every template on the search path.
+        digest: one sha256 over ``sources``.
+    """
+
+    names: frozenset[str]
+    sources: tuple[tuple[str, str], ...]
+    dynamic: bool
+    digest: str
+
+
+def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
+    """Walk ``name`` and the templates it includes, imports or extends.
+
+    Loads each one into ``env``'s cache as a side effect, so later renders use exactly
+    the digested sources.
+
+    Raises:
+        jinja2.TemplateNotFound: ``name`` or a template it references does not exist.
+        jinja2.TemplateSyntaxError: a template does not parse.
+    """
+    names: set[str] = set()
+    sources: dict[str, str] = {}
+    dynamic = False
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in sources:
+            continue
+        source, _, _ = env.loader.get_source(env, current)
+        sources[current] = hashlib.sha256(source.encode()).hexdigest()
+        env.get_template(current)
+        tree = env.parse(source, current)
+        names |= meta.find_undeclared_variables(tree)
+        for ref in meta.find_referenced_templates(tree):
+            if ref is None:
+                dynamic = True
+            else:
+                pending.append(ref)
+    if dynamic:  # cannot know which template renders: cover them all
+        for other in env.list_templates():
+            if other not in sources:
+                source, _, _ = env.loader.get_source(env, other)
+                sources[other] = hashlib.sha256(source.encode()).hexdigest()
+    names -= set(env.globals)
+    ordered = tuple(sorted(sources.items()))
+    digest = hashlib.sha256()
+    for item_name, item_digest in ordered:
+        digest.update(f"{len(item_name)}:{item_name}={item_digest};".encode())
+    return TemplateFacts(frozenset(names), ordered, dynamic, digest.hexdigest())
+
+
+def template_path(env: jinja2.Environment, name: str) -> str:
+    """The file a template name resolves to on ``env``'s search path."""
+    _, filename, _ = env.loader.get_source(env, name)
+    return os.fspath(filename)

@@ -1,0 +1,36 @@
+"""Shared test configuration: GPU tests skip cleanly where no CUDA device is found."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.cache
+def gpu_available() -> str | None:
+    """None when a CUDA device can be used, else the reason it cannot."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:  # pragma: no cover - cuda-python is a dependency
+        return f"cuda-python missing: {exc}"
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return f"no CUDA driver (cuInit: {err.name})"
+        err, count = driver.cuDeviceGetCount()
+        if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+            return "no CUDA device"
+    except Exception as exc:  # a missing libcuda raises from the loader
+        return f"no CUDA driver ({exc})"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = gpu_available()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
