@@ -7,9 +7,10 @@ import attrs
 from ..dtype import DType
 from ..fields import baked, launch
 from ..spec import kernel_spec
+from ._case import KernelCase, Output, from_bits, to_bits
 from ._checks import block_size, one_of
 
-__all__ = ["VectorAdd"]
+__all__ = ["VectorAdd", "reference", "example"]
 
 
 @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
@@ -42,3 +43,31 @@ class VectorAdd:
         """The grid (in CTAs) that covers ``n`` elements with ``block`` threads each."""
         per_cta = self.block * self.lanes
         return (max(1, -(-n // per_cta)), 1, 1)
+
+
+def reference(a, b):
+    """float64 NumPy reference: ``a + b`` (inputs as float64 arrays of the same shape)."""
+    import numpy as np
+
+    return np.asarray(a, dtype=np.float64) + np.asarray(b, dtype=np.float64)
+
+
+def example(spec: VectorAdd, rng, n: int = 1_000_003) -> KernelCase:
+    """A launch of ``spec`` on ``n`` random elements (odd by default, to reach the tail path).
+
+    The expected output is the exact float64 sum of the (rounded) inputs; the tolerance
+    covers one rounding of the sum to ``dtype``: 1e-6 for f32 (2^-24 unit roundoff),
+    1e-3 for f16 (2^-11) and 1e-2 for bf16 (2^-8).
+    """
+    import numpy as np
+
+    a = to_bits(rng.standard_normal(n), spec.dtype)
+    b = to_bits(rng.standard_normal(n), spec.dtype)
+    expected = reference(from_bits(a, spec.dtype), from_bits(b, spec.dtype))
+    tolerance = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}[spec.dtype]
+    return KernelCase(
+        spec=spec,
+        args=(("a", a), ("b", b), ("out", Output((n,), spec.dtype)), ("n", np.uint64(n))),
+        grid=spec.grid(n), block=(spec.block, 1, 1),
+        expected={"out": expected}, tolerance=tolerance,
+    )
