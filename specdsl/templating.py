@@ -2,8 +2,9 @@
 
 One ``Environment`` per template search path (the built-in ``templates/`` alone,
 or a spec's ``template_dir`` before it), built once and never mutated after.
-Templates are loaded once (``auto_reload=False``, unbounded cache), so the source
-a derived key digests is exactly the source that renders.
+Each template file is read once per process and pinned (``auto_reload=False``,
+unbounded cache, a loader that keeps the text), so the source a derived key
+digests is exactly the source that renders.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,27 @@ def _int_filter(ptx_type: str):
     return lambda value: immediates.integer(value, ptx_type)
 
 
+class _PinnedLoader(jinja2.FileSystemLoader):
+    """A FileSystemLoader that reads each template once per process and keeps that text.
+
+    The source a derived key digests is then always the source that renders, even if
+    the file is edited while the process runs (the edit is seen by the next process).
+    """
+
+    def __init__(self, searchpath: list[str]) -> None:
+        super().__init__(searchpath)
+        self._pinned: dict[str, tuple[str, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def get_source(self, environment: jinja2.Environment, template: str):
+        with self._lock:
+            pinned = self._pinned.get(template)
+            if pinned is None:
+                source, filename, _ = super().get_source(environment, template)
+                pinned = self._pinned[template] = (source, filename)
+        return pinned[0], pinned[1], lambda: True
+
+
 @functools.cache
 def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
     """The shared Environment for ``search_path`` folders searched before the built-in ones.
@@ -68,7 +91,7 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
     decimals). Global: ``require(condition, message)`` raises :class:`RenderError`.
     """
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader([*search_path, str(builtin_template_dir())]),
+        loader=_PinnedLoader([*search_path, str(builtin_template_dir())]),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -1,0 +1,155 @@
+"""Derived keys: complete by construction, stable, distinct wherever the PTX may differ."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from specdsl import DType, RenderError, SpecDefinitionError, derived_key, hand_key, render
+from specdsl.keys import DIGEST_HEX
+from specdsl.kernels import ALL, VectorAdd
+
+from strategies import TARGETS, requests
+from userspecs import Toy
+
+
+def test_shape():
+    """A derived key is the entry name plus at least 128 bits of hex digest."""
+    key = derived_key(Toy())
+    prefix, digest = key.rsplit("-", 1)
+    assert prefix == "toy" and len(digest) == DIGEST_HEX and DIGEST_HEX * 4 >= 128
+    int(digest, 16)
+
+
+def test_launch_fields_do_not_enter():
+    """Requests differing only in launch fields share a key (and a module)."""
+    assert derived_key(Toy(block=32)) == derived_key(Toy(block=1024))
+
+
+@pytest.mark.parametrize("a, b", [
+    (Toy(offset=0.0), Toy(offset=-0.0)),
+    (Toy(limit=None), Toy(limit=0)),
+    (Toy(mode=1), Toy(mode=True)),
+    (Toy(dtype="f16"), Toy(dtype="bf16")),
+    (Toy(dims=(1, 2)), Toy(dims=(12,))),
+])
+def test_distinct_where_ptx_differs(a, b):
+    """Values that render differently never share a derived key."""
+    assert render(a) != render(b)
+    assert derived_key(a) != derived_key(b)
+
+
+def test_target_suffix_distinct():
+    """sm_90 and sm_90a give different keys (and different PTX)."""
+    assert derived_key(Toy(), "sm_90") != derived_key(Toy(), "sm_90a")
+    assert render(Toy(), "sm_90") != render(Toy(), "sm_90a")
+
+
+def test_vector_add_dtypes_distinct():
+    """f16 and bf16 VectorAdd have distinct keys."""
+    keys = {derived_key(VectorAdd(dtype=d)) for d in (DType.F32, DType.F16, DType.BF16)}
+    assert len(keys) == 3
+
+
+def test_target_as_string_or_object():
+    """A target string and the equal Target give the same key."""
+    from specdsl import Target
+
+    assert derived_key(Toy(), "sm_90a") == derived_key(Toy(), Target.parse("sm_90a"))
+
+
+_EDITED = """
+import sys
+from pathlib import Path
+from specdsl import baked, kernel_spec, derived_key
+folder = Path({folder!r})
+(folder / "inc.ptx.j2").write_text({include!r})
+@kernel_spec(template="main.ptx.j2", entry="k", template_dir=folder)
+class K:
+    n: int = baked(1)
+print(derived_key(K()))
+"""
+
+
+@pytest.mark.parametrize("how", ["include", "import"])
+def test_editing_a_reached_template_changes_the_key(tmp_path, how):
+    """Editing an included or imported template changes the derived key."""
+    if how == "include":
+        main = '.entry {{ entry }}\n{% include "inc.ptx.j2" %}\n'
+    else:
+        main = '{% import "inc.ptx.j2" as m %}.entry {{ entry }}\n{{ m.body() }}\n'
+    (tmp_path / "main.ptx.j2").write_text(main)
+    keys = []
+    for body in ("{% macro body() %}ret;{% endmacro %}ret;",
+                 "{% macro body() %}exit;{% endmacro %}exit;"):
+        code = _EDITED.format(folder=str(tmp_path), include=body)
+        keys.append(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                   text=True, check=True).stdout.strip())
+    assert keys[0].startswith("k-") and keys[0] != keys[1]
+
+
+def test_template_pinned_within_a_process(tmp_path):
+    """Within a process a template is read once: key and PTX stay consistent after an edit."""
+    from specdsl import baked, kernel_spec
+
+    (tmp_path / "p.ptx.j2").write_text(".entry {{ entry }} // one\n")
+
+    @kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)
+    class P:
+        n: int = baked(1)
+
+    before = (render(P()), derived_key(P()))
+    (tmp_path / "p.ptx.j2").write_text(".entry {{ entry }} // two\n")
+
+    @kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)
+    class P:  # noqa: F811 - redefined on purpose
+        n: int = baked(1)
+
+    assert (render(P()), derived_key(P())) == before
+
+
+def test_hand_key_absent():
+    """Specs without key() have no hand-written key."""
+    assert hand_key(Toy()) is None
+
+
+def test_hand_key_must_be_str(tmp_path):
+    """A key() returning a non-string is a definition error."""
+    from specdsl import baked, kernel_spec
+
+    (tmp_path / "h.ptx.j2").write_text(".entry {{ entry }} // {{ n }}\n")
+
+    @kernel_spec(template="h.ptx.j2", entry="h", template_dir=tmp_path)
+    class H:
+        n: int = baked(1)
+
+        def key(self):
+            return self.n
+
+    with pytest.raises(SpecDefinitionError, match=r"H.key\(\) must return a non-empty str"):
+        hand_key(H())
+
+
+SPEC_CLASSES = (Toy, *ALL)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_equal_keys_iff_equal_ptx(data):
+    """For random pairs of requests: equal derived keys <=> identical PTX."""
+    cls = data.draw(st.sampled_from(SPEC_CLASSES))
+    a, b = data.draw(requests(cls)), data.draw(requests(cls))
+    ta, tb = data.draw(TARGETS), data.draw(TARGETS)
+    same_key = derived_key(a, ta) == derived_key(b, tb)
+    try:
+        same_ptx = render(a, ta) == render(b, tb)
+    except RenderError:
+        return  # a request a target cannot render has no PTX to compare
+    if same_key:
+        assert same_ptx
+    if not same_ptx:
+        assert not same_key

@@ -1,0 +1,100 @@
+"""Rendering: exact immediates, refusals, determinism across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdsl import RenderError, Target, render
+from specdsl.kernels import VectorAdd
+from specdsl.render import render_context
+
+from ptxcheck import assemble
+from userspecs import Toy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_immediates_in_output():
+    """Baked floats reach the PTX as exact f32 immediates."""
+    ptx = render(Toy(scale=1e-6, offset=-0.0))
+    assert "mov.f32 %f1, 0f358637BD;" in ptx
+    assert "mov.f32 %f2, 0f80000000;" in ptx
+
+
+def test_header_carries_target():
+    """The module header names the target and its PTX ISA version."""
+    ptx = render(Toy(), "sm_100")
+    assert ".version 8.6\n.target sm_100\n.address_size 64" in ptx
+
+
+def test_toy_assembles():
+    """The toy template assembles with nvJitLink for sm_90."""
+    assemble(Toy(scale=3.5))
+
+
+def test_context_has_no_launch_fields():
+    """Templates see baked fields, target and entry, never launch fields."""
+    context = render_context(Toy(block=64))
+    assert "block" not in context
+    assert context["target"] == Target.parse("sm_90") and context["entry"] == "toy"
+
+
+def test_unrepresentable_value_refused():
+    """A baked value the PTX type cannot hold fails rendering with the request named."""
+    with pytest.raises(RenderError, match=r"Toy\(scale=1e\+39.*1e\+39 overflows f32"):
+        render(Toy(scale=1e39))
+
+
+def test_template_require_failure():
+    """A template's require(...) failure is a RenderError naming the request."""
+    with pytest.raises(RenderError, match=r"VectorAdd\(dtype=DType.BF16.*needs sm_90 or newer"):
+        render(VectorAdd(dtype="bf16"), "sm_80")
+
+
+def test_raw_float_refused(tmp_path):
+    """Printing a raw float is refused: it would not be a PTX immediate."""
+    from specdsl import baked, kernel_spec
+
+    (tmp_path / "raw.ptx.j2").write_text(".entry {{ entry }} // {{ eps }}\n")
+
+    @kernel_spec(template="raw.ptx.j2", entry="raw", template_dir=tmp_path)
+    class Raw:
+        eps: float = baked(1e-6)
+
+    with pytest.raises(RenderError, match=r"raw float 1e-06; write it through .*\|f32"):
+        render(Raw())
+
+
+def test_bad_target_refused():
+    """A malformed target string is a TargetError (a ValueError)."""
+    with pytest.raises(ValueError, match="must look like 'sm_90'"):
+        render(Toy(), "hopper")
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from specdsl import render, derived_key
+from specdsl.kernels import VectorAdd
+from userspecs import Toy
+requests = [Toy(), Toy(scale=1e-6, offset=-0.0, dims=(3, 1), limit=0), VectorAdd(dtype="bf16")]
+print(json.dumps([[render(r, t), derived_key(r, t)] for r in requests for t in ("sm_90", "sm_90a")]))
+"""
+
+
+def test_deterministic_across_hash_seeds():
+    """Two processes with different PYTHONHASHSEED render identical PTX and keys."""
+    outputs = []
+    for seed in ("1", "4242"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run([sys.executable, "-c", _CHILD.format(tests=str(ROOT / "tests"))],
+                              env=env, capture_output=True, text=True, check=True)
+        outputs.append(json.loads(done.stdout))
+    assert outputs[0] == outputs[1]
+    assert len({key for _, key in outputs[0]}) == 6

@@ -1,0 +1,164 @@
+"""@kernel_spec: typed, validated, frozen requests and checks at class definition."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from specdsl import DType, SpecDefinitionError, SpecError, baked, kernel_spec, launch
+from specdsl.spec import spec_info
+
+from userspecs import TEMPLATES, Toy
+
+
+def test_frozen_slotted_hashable():
+    """Requests are frozen, slotted and usable as dict keys."""
+    toy = Toy()
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        toy.n = 3
+    assert not hasattr(toy, "__dict__")
+    assert {toy: 1}[Toy()] == 1
+
+
+def test_roles_recorded():
+    """Baked and launch fields are listed by role in declaration order."""
+    info = spec_info(Toy)
+    assert info.baked == ("scale", "offset", "n", "dtype", "flag", "limit", "mode", "dims")
+    assert info.launch == ("block",)
+
+
+def test_values_are_coerced():
+    """Ints become floats for float fields, strings become enum members, lists tuples."""
+    toy = Toy(scale=2, dtype="bf16", dims=[3, 4])
+    assert toy.scale == 2.0 and type(toy.scale) is float
+    assert toy.dtype is DType.BF16
+    assert toy.dims == (3, 4)
+
+
+def test_negative_zero_is_a_different_request():
+    """0.0 and -0.0 render differently, so they are different requests."""
+    assert Toy(offset=0.0) != Toy(offset=-0.0)
+    assert len({Toy(offset=0.0), Toy(offset=-0.0)}) == 2
+
+
+def test_literal_keeps_one_and_true_apart():
+    """A Literal field holding both 1 and True keeps them distinct."""
+    assert Toy(mode=1).mode == 1 and Toy(mode=1).mode is not True
+    assert Toy(mode=True).mode is True
+    assert Toy(mode=1) != Toy(mode=True)
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("n", True, "Toy.n must be an int (got True, a bool)"),
+    ("n", 2.0, "Toy.n must be an int (got 2.0, a float)"),
+    ("n", 0, "Toy.n = 0 is invalid: 'n' must be >= 1"),
+    ("scale", float("nan"), "Toy.scale must be a finite float"),
+    ("scale", float("inf"), "Toy.scale must be a finite float"),
+    ("scale", "1.0", "Toy.scale must be a float (got '1.0', a str)"),
+    ("scale", True, "Toy.scale must be a float (got True, a bool)"),
+    ("flag", 1, "Toy.flag must be a bool (True or False) (got 1, a int)"),
+    ("dtype", "f12", "Toy.dtype must be a DType"),
+    ("limit", "3", "Toy.limit must be an int (got '3', a str)"),
+    ("mode", "slow", "Toy.mode must be one of 'fast', 'exact', 1, True (got 'slow'"),
+    ("dims", {1: 2}, "Toy.dims must be a tuple of"),
+    ("dims", (1, 2.5), "Toy.dims[] must be an int (got 2.5, a float)"),
+    ("block", [128], "Toy.block must be an int (got [128], a list)"),
+])
+def test_refused_values(field, value, expected):
+    """Each refused value is a SpecError naming the field, the value and the expectation."""
+    with pytest.raises(SpecError) as info:
+        Toy(**{field: value})
+    assert expected in str(info.value)
+
+
+def test_spec_error_is_value_error():
+    """SpecError is also a ValueError for callers that do not know specdsl."""
+    with pytest.raises(ValueError):
+        Toy(n=-1)
+
+
+def test_numpy_scalars_accepted():
+    """NumPy integer and float scalars are accepted and normalized to Python types."""
+    np = pytest.importorskip("numpy")
+    toy = Toy(n=np.int64(8), scale=np.float32(0.5))
+    assert type(toy.n) is int and toy.n == 8 and toy.scale == 0.5
+
+
+def test_numpy_array_refused():
+    """An array is not a scalar."""
+    np = pytest.importorskip("numpy")
+    with pytest.raises(SpecError, match="Toy.n must be an int"):
+        Toy(n=np.array([8]))
+
+
+def _define(template: str, body: dict, *, template_dir=TEMPLATES):
+    namespace = {"__annotations__": {k: v[0] for k, v in body.items()},
+                 **{k: v[1] for k, v in body.items()}, "__module__": __name__}
+    cls = type("Bad", (), namespace)
+    return kernel_spec(template=template, entry="toy", template_dir=template_dir)(cls)
+
+
+def test_field_without_role_refused():
+    """Every field needs a role."""
+    with pytest.raises(SpecDefinitionError, match=r"Bad.n has no role: declare it with baked"):
+        _define("toy.ptx.j2", {"n": (int, 3)})
+
+
+def test_missing_template_refused():
+    """A missing template fails at class definition, naming the class and the template."""
+    with pytest.raises(SpecDefinitionError, match=r"Bad: template 'nope.ptx.j2' not found"):
+        _define("nope.ptx.j2", {"n": (int, baked(3))})
+
+
+def test_template_reading_launch_field_refused(tmp_path):
+    """A template that reads a launch field fails at class definition."""
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ block }}\n")
+    with pytest.raises(SpecDefinitionError,
+                       match=r"Bad: template 't.ptx.j2' reads launch field 'block'"):
+        _define("t.ptx.j2", {"block": (int, launch(128))}, template_dir=tmp_path)
+
+
+def test_template_reading_unknown_name_refused(tmp_path):
+    """A template that reads a name that is no baked field fails, naming the variable."""
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ hiden }}\n")
+    with pytest.raises(SpecDefinitionError, match=r"reads 'hiden', which is neither a baked"):
+        _define("t.ptx.j2", {"hidden": (int, baked(8))}, template_dir=tmp_path)
+
+
+def test_included_template_names_checked(tmp_path):
+    """Names read by an included template are checked too."""
+    (tmp_path / "t.ptx.j2").write_text('.entry {{ entry }}\n{% include "inc.ptx.j2" %}\n')
+    (tmp_path / "inc.ptx.j2").write_text("// {{ block }}\n")
+    with pytest.raises(SpecDefinitionError, match="reads launch field 'block'"):
+        _define("t.ptx.j2", {"block": (int, launch(1))}, template_dir=tmp_path)
+
+
+def test_ptx_vector_brace_hint(tmp_path):
+    """'{%r1' in PTX opens a Jinja tag; the error says how to write it."""
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }}\nld.v2.b32 {%r1, %r2}, [x];\n")
+    with pytest.raises(SpecDefinitionError, match=r"write it with a space, '\{ %r1"):
+        _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+
+
+def test_reserved_field_name_refused():
+    """'target' and 'entry' are context names, not fields."""
+    with pytest.raises(SpecDefinitionError, match="Bad.target: the name is reserved"):
+        _define("toy.ptx.j2", {"target": (str, baked("x"))})
+
+
+def test_unsupported_type_refused():
+    """A field type the key cannot see exactly is refused at definition."""
+    with pytest.raises(SpecDefinitionError, match="unsupported field type"):
+        _define("toy.ptx.j2", {"n": (list, baked(None))})
+
+
+def test_missing_template_dir_refused(tmp_path):
+    """template_dir must be a folder."""
+    with pytest.raises(SpecDefinitionError, match="is not a folder"):
+        _define("toy.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path / "missing")
+
+
+def test_bad_entry_refused():
+    """The entry must be a PTX identifier."""
+    with pytest.raises(SpecDefinitionError, match="entry must be an identifier"):
+        kernel_spec(template="toy.ptx.j2", entry="my-kernel")
