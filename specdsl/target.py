@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import ClassVar
 
@@ -74,6 +75,10 @@ class Target:
             return value
         if not isinstance(value, str):
             raise TargetError(f"target must be a Target or a string like 'sm_90' (got {value!r})")
+        return _parse_text(value)
+
+    @classmethod
+    def _from_text(cls, value: str) -> "Target":
         match = _PATTERN.fullmatch(value.strip())
         if match is None:
             raise TargetError(f"target must look like 'sm_90' or 'sm_90a' (got {value!r})")
@@ -108,3 +113,9 @@ class Target:
 
     def __str__(self) -> str:
         return self.sm
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_text(value: str) -> Target:
+    # Target strings repeat on hot paths (derived_key(spec, "sm_90")): parse each once.
+    return Target._from_text(value)
