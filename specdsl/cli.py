@@ -96,30 +96,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("render", _cmd_render, "print the PTX of one request")
     request_args(p)
     p.add_argument("--out", metavar="DIR",
-                   help="write one .ptx file per request into DIR (with a header comment)")
+                   help="write one .ptx file per request into DIR (with a header comment) "
+                        "and print the paths; with --out, more SPECs may follow the first")
     p.add_argument("--grid", action="store_true",
-                   help="with --out: every request of the spec's grid of baked values")
+                   help="with --out: every request of each spec's grid (its 'variants'), "
+                        "with the given fields pinned")
 
     p = command("key", _cmd_key, "print a request's derived key (and hand-written key)")
     request_args(p)
 
     p = command("diff", _lazy("review", "command_diff"),
                 "unified diff of the PTX of two requests: SPEC a=1 -- a=2")
-    p.add_argument("spec", metavar="SPEC")
-    p.add_argument("words", nargs=argparse.REMAINDER,
-                   help="fields of request A, '--', fields of request B")
-    p.add_argument("--target", type=_target, default=Target.parse("sm_90"))
+    p.usage = ("specdsl diff [--target T] [--target-b T] SPEC [FIELD=VALUE ...] "
+               "[-- FIELD=VALUE ...]")
+    p.epilog = ("Request B starts from A's values and applies the assignments after '--'. "
+                "Options may also follow SPEC. Exit 0: identical PTX; 1: different.")
+    p.add_argument("words", nargs=argparse.REMAINDER, metavar="SPEC ...",
+                   help="SPEC, the fields of request A, '--', the fields of request B")
+    p.add_argument("--target", type=_target, default=Target.parse("sm_90"),
+                   help="target of request A (default sm_90)")
     p.add_argument("--target-b", type=_target, default=None,
                    help="target of request B (default: --target)")
 
     p = command("verify", _lazy("review", "command_verify"),
                 "compile with nvJitLink and report registers, spills and memory")
-    p.add_argument("specs", nargs="*", metavar="SPEC")
-    p.add_argument("--target", type=_target, default=Target.parse("sm_90"))
-    p.add_argument("--grid", action="store_true", help="every request of each spec's grid")
-    p.add_argument("--no-spills", action="store_true", help="fail on any spill")
-    p.add_argument("--max-registers", type=int, default=None, help="fail above this many")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("specs", nargs="*", metavar="SPEC [FIELD=VALUE ...]",
+                   help="requests to compile (default: every built-in spec's default)")
+    p.add_argument("--target", type=_target, default=Target.parse("sm_90"),
+                   help="compile target (default sm_90)")
+    p.add_argument("--grid", action="store_true",
+                   help="every request of each spec's grid, with the given fields pinned")
+    p.add_argument("--no-spills", action="store_true", help="fail on any register spill")
+    p.add_argument("--max-registers", type=int, default=None, metavar="N",
+                   help="fail when an entry uses more than N registers per thread")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON array, one object per request")
 
     p = command("check-keys", _lazy("analysis", "command_check_keys"),
                 "prove hand-written key() methods complete (static and sampled)")
