@@ -1,0 +1,389 @@
+"""The key ledger (run-time proof of hand-written keys) and the checking switch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import specdsl.ledger as ledger_module
+from specdsl import DType, IncompleteKeyError, KeyLedger, baked, kernel_spec, launch, render
+from specdsl.ledger import (
+    CheckingSwitchError, checking_enabled, key_checking, parse_switch, proof_suspended,
+    set_default_checking, suspend_key_proof,
+)
+from specdsl.target import Target
+
+
+# A stand-in for the RMSNorm template: the PTX bakes hidden, eps (as an f32 immediate)
+# and dtype; `unused` is baked but never read by the template.
+NORM_TEMPLATE = """\
+{% include "header.ptx.j2" %}
+.visible .entry {{ entry }}(.param .u64 .ptr .global .align 16 x)
+{
+    .reg .b32 %r<4>;
+    // one row of {{ hidden }} {{ dtype.ptx }} elements
+    mov.b32 %r1, {{ eps|f32 }};
+    ret;
+}
+"""
+
+
+def _norm_class(template_dir: Path) -> type:
+    (template_dir / "tinynorm.ptx.j2").write_text(NORM_TEMPLATE)
+
+    @kernel_spec(template="tinynorm.ptx.j2", entry="tinynorm", template_dir=template_dir)
+    class ShapeKeyedNorm:
+        """The incident: a norm whose hand-written key holds only the shape."""
+
+        hidden: int = baked(4096)
+        eps: float = baked(1e-5)
+        dtype: DType = baked(DType.F32)
+        unused: int = baked(0)
+        block: int = launch(256)
+
+        def key(self) -> str:
+            return f"norm-{self.hidden}"
+
+    return ShapeKeyedNorm
+
+
+@pytest.fixture(scope="module")
+def Norm(tmp_path_factory: pytest.TempPathFactory) -> type:
+    return _norm_class(tmp_path_factory.mktemp("ledger_templates"))
+
+
+@pytest.fixture
+def renders(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Counts the renders the ledger makes (the requests rendered, in order)."""
+    seen: list = []
+
+    def counting(spec, target="sm_90"):
+        seen.append(spec)
+        return render(spec, target)
+
+    monkeypatch.setattr(ledger_module, "render", counting)
+    return seen
+
+
+def _recorded(Norm: type, request=None, key: str = "norm-4096") -> KeyLedger:
+    request = request if request is not None else Norm(eps=1e-5)
+    ledger = KeyLedger()
+    ledger.record(key, request, "sm_90", render(request, "sm_90"))
+    return ledger
+
+
+# -- the incident -------------------------------------------------------------------------
+
+
+def test_incident_eps_missing_from_key_raises(Norm: type) -> None:
+    """eps 1e-5 compiled under 'norm-4096', then eps 1e-6 under it: IncompleteKeyError naming eps."""
+    first, second = Norm(eps=1e-5), Norm(eps=1e-6)
+    ledger = _recorded(Norm, first)
+    with pytest.raises(IncompleteKeyError) as info:
+        ledger.prove("norm-4096", second, "sm_90")
+    err = info.value
+    assert err.key == "norm-4096"
+    assert err.first is first and err.request is second
+    assert err.differing_fields == ("eps",)
+    message = str(err)
+    assert "'norm-4096'" in message
+    assert repr(first) in message and repr(second) in message
+    assert "eps: 1e-05 != 1e-06" in message
+    assert "A parameter baked into the PTX is missing from the key" in message
+
+
+def test_launch_only_difference_is_proven(Norm: type) -> None:
+    """Two requests differing only in a launch field share the PTX: proven, no error."""
+    ledger = _recorded(Norm, Norm(block=256))
+    ledger.prove("norm-4096", Norm(block=1024), "sm_90")
+    assert ledger.proven_count() == 1  # one derived key: block is not in it
+
+
+def test_template_ignored_baked_difference_is_proven(Norm: type, renders: list) -> None:
+    """A baked field the template never reads changes the derived key, not the PTX: proven."""
+    ledger = _recorded(Norm, Norm(unused=0))
+    ledger.prove("norm-4096", Norm(unused=7), "sm_90")
+    assert [r.unused for r in renders] == [7]
+    assert ledger.proven_count() == 2
+
+
+def test_several_differing_fields_are_all_named(Norm: type) -> None:
+    """The error lists every differing baked field with both values, and no launch field."""
+    ledger = _recorded(Norm, Norm(eps=1e-5, dtype="f32", block=256))
+    with pytest.raises(IncompleteKeyError) as info:
+        ledger.prove("norm-4096", Norm(eps=1e-6, dtype="f16", block=512), "sm_90")
+    assert info.value.differing_fields == ("eps", "dtype")
+    assert "dtype: DType.F32 != DType.F16" in str(info.value)
+
+
+def test_negative_zero_is_a_different_value(Norm: type) -> None:
+    """eps 0.0 and -0.0 render different immediates: the ledger tells them apart."""
+    ledger = _recorded(Norm, Norm(eps=0.0))
+    with pytest.raises(IncompleteKeyError, match=r"eps: 0\.0 != -0\.0"):
+        ledger.prove("norm-4096", Norm(eps=-0.0), "sm_90")
+
+
+# -- the fast path ------------------------------------------------------------------------
+
+
+def test_recorded_request_hit_renders_nothing(Norm: type, renders: list) -> None:
+    """A hit from the request that was compiled is proven without rendering."""
+    request = Norm()
+    ledger = _recorded(Norm, request)
+    for _ in range(3):
+        ledger.prove("norm-4096", request, "sm_90")
+        ledger.prove("norm-4096", Norm(), Target.parse("sm_90"))
+    assert renders == []
+
+
+def test_proven_request_renders_once(Norm: type, renders: list) -> None:
+    """A new request is rendered on its first hit only; later hits find it proven."""
+    ledger = _recorded(Norm, Norm(unused=0))
+    for _ in range(5):
+        ledger.prove("norm-4096", Norm(unused=1), "sm_90")
+        ledger.prove("norm-4096", Norm(unused=2), "sm_90")
+        ledger.prove("norm-4096", Norm(unused=0), "sm_90")
+    assert [r.unused for r in renders] == [1, 2]
+
+
+def test_refuted_request_raises_every_time(Norm: type) -> None:
+    """A mismatch is never remembered as proven: each hit raises again."""
+    ledger = _recorded(Norm)
+    for _ in range(2):
+        with pytest.raises(IncompleteKeyError):
+            ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+
+
+# -- records, targets, keys without a record ------------------------------------------------
+
+
+def test_targets_are_proven_separately(Norm: type) -> None:
+    """One key under two targets: each target's PTX is its own reference."""
+    ledger = _recorded(Norm)
+    ledger.record("norm-4096", Norm(), "sm_100", render(Norm(), "sm_100"))
+    ledger.prove("norm-4096", Norm(block=64), "sm_100")
+    with pytest.raises(IncompleteKeyError, match="for sm_100"):
+        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_100")
+
+
+def test_prove_without_record_takes_request_as_reference(Norm: type) -> None:
+    """A key never recorded adopts its first proven request as reference, then checks others."""
+    ledger = KeyLedger()
+    first = Norm(eps=1e-5)
+    ledger.prove("norm-4096", first, "sm_90")
+    assert ledger.first_request("norm-4096", "sm_90") is first
+    with pytest.raises(IncompleteKeyError) as info:
+        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+    assert info.value.first is first
+
+
+def test_second_record_with_other_ptx_raises(Norm: type) -> None:
+    """Recording different PTX under a key that has a reference is a mismatch (checking on)."""
+    ledger = _recorded(Norm)
+    other = Norm(eps=1e-6)
+    with key_checking(True), pytest.raises(IncompleteKeyError, match="eps"):
+        ledger.record("norm-4096", other, "sm_90", render(other, "sm_90"))
+
+
+def test_second_record_with_checking_off_keeps_first(Norm: type) -> None:
+    """With checking off a conflicting record raises nothing and keeps the first reference."""
+    first = Norm(eps=1e-5)
+    ledger = _recorded(Norm, first)
+    with key_checking(False):
+        ledger.record("norm-4096", Norm(eps=1e-6), "sm_90", render(Norm(eps=1e-6)))
+    assert ledger.first_request("norm-4096") is first
+
+
+def test_record_without_ptx_renders_reference_when_needed(Norm: type) -> None:
+    """record(..., ptx=None) (a cubin from disk) still lets later hits be proven."""
+    ledger = KeyLedger()
+    ledger.record("norm-4096", Norm(eps=1e-5), "sm_90", None)
+    ledger.prove("norm-4096", Norm(block=32), "sm_90")
+    with pytest.raises(IncompleteKeyError, match="eps"):
+        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+
+
+def test_key_first_compiled_while_suspended_is_proven_next_hit(Norm: type) -> None:
+    """Misses are recorded inside suspend_key_proof; the next hit outside is proven."""
+    ledger = KeyLedger()
+    with suspend_key_proof():
+        assert proof_suspended()
+        ledger.record("norm-4096", Norm(eps=1e-5), "sm_90", render(Norm(eps=1e-5)))
+    assert not proof_suspended()
+    with pytest.raises(IncompleteKeyError):
+        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+
+
+def test_key_must_be_a_nonempty_str(Norm: type) -> None:
+    """A key that is not a non-empty str is refused with its value named."""
+    with pytest.raises(TypeError, match="non-empty str .got ''"):
+        KeyLedger().record("", Norm(), "sm_90", "ptx")
+    with pytest.raises(TypeError, match="got 42"):
+        KeyLedger().prove(42, Norm(), "sm_90")
+
+
+def test_requests_of_two_classes_under_one_key(Norm: type, tmp_path: Path) -> None:
+    """Two spec classes sharing a call-site key: the error names both classes."""
+    Other = _norm_class(tmp_path)
+    ledger = _recorded(Norm, Norm())
+    with pytest.raises(IncompleteKeyError, match="different spec classes"):
+        ledger.prove("norm-4096", Other(eps=2e-5), "sm_90")
+
+
+# -- threads and memory -----------------------------------------------------------------------
+
+
+def test_sixteen_threads_no_false_positive_no_missed_mismatch(Norm: type) -> None:
+    """16 threads prove and record over shared keys: exactly the bad requests raise."""
+    ledger = KeyLedger()
+    keys = [f"norm-{h}" for h in (1024, 2048, 4096, 8192)]
+    for hidden, key in zip((1024, 2048, 4096, 8192), keys):
+        ledger.record(key, Norm(hidden=hidden), "sm_90", render(Norm(hidden=hidden)))
+    barrier = threading.Barrier(16)
+    results: list[tuple[bool, bool]] = []  # (expected to raise, raised)
+    lock = threading.Lock()
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        for round_ in range(40):
+            hidden = (1024, 2048, 4096, 8192)[(index + round_) % 4]
+            key = f"norm-{hidden}"
+            bad = (index + round_) % 5 == 0
+            request = Norm(hidden=hidden, eps=1e-6 if bad else 1e-5,
+                           unused=round_ % 3, block=32 * (1 + index % 4))
+            fresh = f"fresh-{index}-{round_ % 4}"
+            ledger.record(fresh, Norm(hidden=hidden), "sm_90", render(Norm(hidden=hidden)))
+            try:
+                ledger.prove(key, request, "sm_90")
+                raised = False
+            except IncompleteKeyError as exc:
+                raised = "eps" in exc.differing_fields
+            with lock:
+                results.append((bad, raised))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 16 * 40
+    assert [r for r in results if r[0] != r[1]] == []
+    assert sum(bad for bad, _ in results) == 16 * 8
+    assert len(ledger) == 4 + 16 * 4  # no lost record
+
+
+def test_memory_bounded_by_distinct_derived_keys(Norm: type) -> None:
+    """Thousands of hits over 6 distinct requests keep 6 proven entries under one key."""
+    ledger = _recorded(Norm, Norm(unused=0))
+    for _ in range(500):
+        for unused in range(6):
+            ledger.prove("norm-4096", Norm(unused=unused, block=64 * (1 + unused % 2)), "sm_90")
+    assert len(ledger) == 1
+    assert ledger.proven_count() == 6
+
+
+# -- the checking switch ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("0", False), ("1", True)])
+def test_switch_values(value: str | None, expected: bool | None) -> None:
+    """SPECDSL_CHECK_KEYS accepts exactly 0 and 1; unset means the default."""
+    assert parse_switch(value) is expected
+
+
+@pytest.mark.parametrize("value", ["", "true", "yes", " 1", "01", "2", "off"])
+def test_switch_refuses_other_values(value: str) -> None:
+    """Anything else is an error naming the variable and the value."""
+    with pytest.raises(CheckingSwitchError) as info:
+        parse_switch(value)
+    assert f"SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on)" in str(info.value)
+    assert f"(got {value!r})" in str(info.value)
+
+
+def test_plugin_turns_checking_on_in_this_run() -> None:
+    """The specdsl pytest plugin has turned checking on for this very test session."""
+    assert ledger_module._defaults.explicit is True
+    assert checking_enabled()
+
+
+def test_key_checking_overrides_and_restores() -> None:
+    """key_checking(False) switches off inside the block, nests, and restores on exit."""
+    before = checking_enabled()
+    with key_checking(False):
+        assert checking_enabled() is False
+        with key_checking(True):
+            assert checking_enabled() is True
+        assert checking_enabled() is False
+    assert checking_enabled() is before
+
+
+def test_key_checking_is_context_local() -> None:
+    """A thread's key_checking(False) is invisible to a concurrent thread."""
+    inside, seen = threading.Event(), []
+    release = threading.Event()
+
+    def switch_off() -> None:
+        with key_checking(False):
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=switch_off)
+    t.start()
+    inside.wait(5)
+    seen.append(checking_enabled())
+    release.set()
+    t.join()
+    assert seen == [True]
+
+
+def test_key_checking_refuses_non_bool() -> None:
+    """key_checking takes a bool, not a truthy value."""
+    with pytest.raises(TypeError, match="True or False .got 'no'"):
+        with key_checking("no"):
+            pass
+
+
+def test_environment_wins_over_plugin_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPECDSL_CHECK_KEYS=0 beats set_default_checking(True) (the plugin's setting)."""
+    monkeypatch.setenv("SPECDSL_CHECK_KEYS", "0")
+    try:
+        previous = set_default_checking(True)
+        assert checking_enabled() is False
+    finally:
+        monkeypatch.delenv("SPECDSL_CHECK_KEYS")
+        set_default_checking(previous)
+    assert checking_enabled() is True
+
+
+def _python(flags: list[str], env_value: str | None, code: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPECDSL_CHECK_KEYS", "PYTHONOPTIMIZE")}
+    if env_value is not None:
+        env["SPECDSL_CHECK_KEYS"] = env_value
+    return subprocess.run([sys.executable, *flags, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+PRINT_SWITCH = "from specdsl.ledger import checking_enabled; print(checking_enabled())"
+
+
+@pytest.mark.parametrize("flags, env_value, expected", [
+    ([], None, "True"), (["-O"], None, "False"), (["-O"], "1", "True"), ([], "0", "False"),
+])
+def test_default_follows_debug_and_environment(flags, env_value, expected) -> None:
+    """On by default, off under python -O; SPECDSL_CHECK_KEYS overrides both ways."""
+    result = _python(flags, env_value, PRINT_SWITCH)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+def test_bad_environment_value_is_a_clear_error() -> None:
+    """SPECDSL_CHECK_KEYS=on fails on first use with the variable and value named."""
+    result = _python([], "on", PRINT_SWITCH)
+    assert result.returncode == 1
+    assert ("CheckingSwitchError: SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on), "
+            "or unset for the default (on unless python -O) (got 'on')") in result.stderr
