@@ -1,0 +1,144 @@
+"""Spec grids: declared `variants`, the enum/Literal/bool fallback, pinning, refusals."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import attrs
+import pytest
+
+import specdsl.grid as grid_module
+from specdsl import DType, SpecError, baked, kernel_spec, launch
+from specdsl.errors import SpecDefinitionError
+from specdsl.grid import default_request, field_members, pinned_grid, spec_grid
+from specdsl.kernels import VectorAdd
+
+# A template that reads no field: any baked fields are allowed, the PTX is one empty entry.
+EMPTY = '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n'
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+    EXACT = "exact"
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("grid_templates")
+    (folder / "empty.ptx.j2").write_text(EMPTY)
+    return str(folder)
+
+
+def spec_class(templates, body: dict):
+    """A spec class over the empty template with the given annotated fields and attributes."""
+    annotations = {k: v[0] for k, v in body.items() if isinstance(v, tuple)}
+    namespace = {k: (v[1] if isinstance(v, tuple) else v) for k, v in body.items()}
+    namespace["__annotations__"] = annotations
+    namespace["__module__"] = __name__
+    cls = type("Gridded", (), namespace)
+    return kernel_spec(template="empty.ptx.j2", entry="gridded", template_dir=templates)(cls)
+
+
+def test_builtin_fallback_runs_dtype_members_the_validator_allows():
+    """VectorAdd's grid is its three allowed dtypes, the default first."""
+    assert [r.dtype for r in spec_grid(VectorAdd)] == [DType.F32, DType.F16, DType.BF16]
+
+
+def test_fallback_is_the_product_of_bool_enum_literal_fields(templates):
+    """Without variants: product of bool, Enum and Literal members; other fields at default."""
+    cls = spec_class(templates, {
+        "n": (int, baked(64)),
+        "flag": (bool, baked(True)),
+        "mode": (Mode, baked(Mode.EXACT)),
+        "width": (Literal[2, 4], baked(2)),
+    })
+    requests = spec_grid(cls)
+    assert len(requests) == 2 * 2 * 2 and {r.n for r in requests} == {64}
+    assert requests[0] == cls()
+    assert [(r.flag, r.mode, r.width) for r in requests[:3]] == [
+        (True, Mode.EXACT, 2), (True, Mode.EXACT, 4), (True, Mode.FAST, 2)]
+
+
+def test_fallback_never_varies_launch_fields(templates):
+    """A bool launch field keeps its default: launch fields cannot change the PTX."""
+    cls = spec_class(templates, {"fast": (bool, launch(False))})
+    assert spec_grid(cls) == (cls(),)
+
+
+def test_optional_members_include_none():
+    """T | None of an enumerable T adds None after T's members."""
+    assert field_members(Mode | None) == (Mode.FAST, Mode.EXACT, None)
+    assert field_members(int | None) is None and field_members(float) is None
+
+
+def test_variants_mapping_is_a_product(templates):
+    """variants = {field: [values]} is the cartesian product, in declaration order."""
+    cls = spec_class(templates, {
+        "n": (int, baked(1)), "m": (int, baked(1)), "variants": {"n": [1, 2], "m": [3, 4]}})
+    assert [(r.n, r.m) for r in spec_grid(cls)] == [(1, 3), (1, 4), (2, 3), (2, 4)]
+
+
+def test_variants_classmethod_of_requests_and_mappings(templates):
+    """A classmethod may return requests and {field: value} mappings; duplicates are merged."""
+    def variants(cls):
+        return [cls(n=8), {"n": 16}, {"n": 8}]
+
+    cls = spec_class(templates, {"n": (int, baked(1)), "variants": classmethod(variants)})
+    assert [r.n for r in spec_grid(cls)] == [8, 16]
+
+
+def test_variants_with_an_invalid_value_names_the_item(templates):
+    """A variants item the validator refuses is a SpecError naming the item."""
+    cls = spec_class(templates, {
+        "n": (int, baked(1, validator=attrs.validators.ge(1))),
+        "variants": [{"n": 4}, {"n": 0}]})
+    with pytest.raises(SpecError, match=r"Gridded.variants item 1: Gridded.n = 0 is invalid"):
+        spec_grid(cls)
+
+
+@pytest.mark.parametrize("variants, message", [
+    (42, r"Gridded.variants must be a mapping \{field: \[values\]\} or an iterable"),
+    ([{"nosuch": 1}], r"Gridded.variants item 0 \{'nosuch': 1\}: .*nosuch"),
+    ([7], r"Gridded.variants item 0 must be a Gridded request or a \{field: value\} mapping "
+          r"\(got 7\)"),
+    ({"n": 3}, r"Gridded.variants\['n'\] must be a list of values \(got 3\)"),
+    ([], r"Gridded.variants is empty"),
+])
+def test_malformed_variants_are_refused(templates, variants, message):
+    """Malformed variants raise SpecDefinitionError saying what was expected."""
+    cls = spec_class(templates, {"n": (int, baked(1)), "variants": variants})
+    with pytest.raises(SpecDefinitionError, match=message):
+        spec_grid(cls)
+
+
+def test_no_default_request_names_the_field(templates):
+    """A field without a default and no variants: SpecError naming the field."""
+    cls = spec_class(templates, {"hidden": (int, baked())})
+    with pytest.raises(SpecError, match=r"Gridded has no default request: field\(s\) hidden "
+                                        r"have no default"):
+        spec_grid(cls)
+    with pytest.raises(SpecError, match="field\\(s\\) hidden"):
+        default_request(cls)
+
+
+def test_grid_larger_than_max_is_refused(templates, monkeypatch):
+    """A grid over MAX_GRID requests is refused, never cut short."""
+    monkeypatch.setattr(grid_module, "MAX_GRID", 3)
+    cls = spec_class(templates, {"a": (bool, baked(False)), "b": (bool, baked(False))})
+    with pytest.raises(SpecDefinitionError, match=r"grid has 4 requests, more than MAX_GRID=3"):
+        spec_grid(cls)
+
+
+def test_pinned_grid_sets_fields_and_drops_invalid(templates):
+    """Pinning a field sets it on every grid request; combinations it makes invalid drop out."""
+    def check(instance, attribute, value):
+        if instance.wide and value > 4:
+            raise ValueError("wide needs n <= 4")
+
+    cls = spec_class(templates, {
+        "wide": (bool, baked(False)), "n": (int, baked(1, validator=check))})
+    assert [(r.wide, r.n) for r in pinned_grid(cls, {"n": 8})] == [(False, 8)]
+    with pytest.raises(SpecError, match=r"no request of Gridded's grid is valid with "
+                                        r"\{'n': 8, 'wide': True\}"):
+        pinned_grid(cls, {"n": 8, "wide": True})
