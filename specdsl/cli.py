@@ -132,11 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print a JSON array, one object per request")
 
+    def count(text: str) -> int:
+        if not text.isdigit():
+            raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (got {text!r})")
+        return int(text)
+
     p = command("check-keys", _lazy("analysis", "command_check_keys"),
-                "prove hand-written key() methods complete (static and sampled)")
-    p.add_argument("modules", nargs="*", metavar="MODULE")
-    p.add_argument("--samples", type=int, default=200, help="sampled pairs per spec")
-    p.add_argument("--seed", type=int, default=0)
+                "prove hand-written key() methods complete (static and sampled); "
+                "exit 1 on an incomplete key")
+    p.add_argument("modules", nargs="*", metavar="MODULE",
+                   help="modules whose spec classes to check, or package.module:ClassName "
+                        "(default: specdsl.kernels)")
+    p.add_argument("--samples", type=count, default=200,
+                   help="sampled request pairs per spec class (default 200; 0: static only)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled proof")
     p.add_argument("--target", type=_target, default=Target.parse("sm_90"))
 
     p = command("run", _lazy("demo", "command_run"),

@@ -1,0 +1,267 @@
+"""check-keys: the static and sampled proof of hand-written key() methods."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from specdsl import SpecDefinitionError, render
+from specdsl.analysis import (
+    _stand_in_reads, analyze_class, candidates, key_reads, sampled_proof, template_fields,
+)
+from specdsl.cli import main
+from specdsl.dtype import DType
+from specdsl.requests import parse_request
+
+# A stand-in for the RMSNorm template: it bakes hidden, eps (an f32 immediate) and dtype.
+NORM_TEMPLATE = """\
+{% include "header.ptx.j2" %}
+.visible .entry {{ entry }}(.param .u64 .ptr .global .align 16 x)
+{
+    .reg .b32 %r<4>;
+    // one row of {{ hidden }} {{ dtype.ptx }} elements
+    mov.b32 %r1, {{ eps|f32 }};
+    ret;
+}
+"""
+
+DYNAMIC_TEMPLATE = """\
+{% include "header.ptx.j2" %}
+{% include part %}
+.visible .entry {{ entry }}() { ret; }
+"""
+
+HEADER = """\
+from pathlib import Path
+from specdsl import DType, baked, kernel_spec, launch
+
+HERE = Path(__file__).parent
+
+
+@kernel_spec(template="tinynorm.ptx.j2", entry="tinynorm", template_dir=HERE)
+class {name}:
+    hidden: int = baked(4096)
+    eps: float = baked(1e-5)
+    dtype: DType = baked(DType.F32)
+    unused: int = baked(0)
+    block: int = launch(256)
+
+    def key(self) -> str:
+"""
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Writes a module holding one norm spec class with the given key() body; returns its name."""
+    (tmp_path / "tinynorm.ptx.j2").write_text(NORM_TEMPLATE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(key_body: str, cls: str = "Norm", extra: str = "") -> str:
+        name = f"keyspecs_{next(_names)}"
+        source = HEADER.format(name=cls) + textwrap.indent(textwrap.dedent(key_body), " " * 8)
+        (tmp_path / f"{name}.py").write_text(source + "\n" + textwrap.dedent(extra))
+        return name
+    return write
+
+
+def _load(module: str, cls: str = "Norm") -> type:
+    import importlib
+
+    return getattr(importlib.import_module(module), cls)
+
+
+# -- the incident ----------------------------------------------------------------------------
+
+
+def test_incident_fails_check_keys_naming_eps(user_module, capsys) -> None:
+    """A shape-only key fails check-keys before anything runs: exit 1, eps named."""
+    module = user_module('return f"rmsnorm-{self.hidden}"')
+    assert main(["check-keys", module, "--samples", "50"]) == 1
+    out = capsys.readouterr().out
+    assert f"INCOMPLETE  {module}.Norm: key() reads hidden;" in out
+    assert "incomplete: the template reads dtype, eps but key() does not" in out
+    assert "(they differ in eps)" in out
+    assert "1 with a hand-written key(), 1 incomplete" in out
+
+
+def test_counterexample_requests_can_be_pasted(user_module, capsys) -> None:
+    """The printed CLI words parse back to two requests with one key and different PTX."""
+    module = user_module('return f"rmsnorm-{self.hidden}-{self.dtype.ptx}"')
+    main(["check-keys", module, "--samples", "20"])
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "counterexample" in line)
+    Norm = _load(module)
+    first, second = (parse_request(Norm, lines[at + j].split()[1:]) for j in (1, 2))
+    assert first.key() == second.key()
+    assert render(first) != render(second)
+    assert [f"Python: {first!r}", f"{second!r}"] == [lines[at + 4].strip(), lines[at + 5].strip()]
+
+
+# -- the static proof ------------------------------------------------------------------------
+
+
+def test_complete_key_passes(user_module, capsys) -> None:
+    """A key holding every field the template reads: exit 0, no counterexample."""
+    module = user_module('return f"rmsnorm-{self.hidden}-{self.eps!r}-{self.dtype.ptx}"')
+    assert main(["check-keys", module, "--samples", "60"]) == 0
+    out = capsys.readouterr().out
+    assert f"ok          {module}.Norm" in out
+    assert "0 rendered different PTX" in out
+
+
+def test_over_specified_key_is_reported_not_failed(user_module, capsys) -> None:
+    """A key reading the launch field and an ignored baked field is over-specified, exit 0."""
+    module = user_module(
+        'return f"n-{self.hidden}-{self.eps!r}-{self.dtype.ptx}-{self.block}-{self.unused}"')
+    assert main(["check-keys", module, "--samples", "10"]) == 0
+    out = capsys.readouterr().out
+    assert f"OVER-KEYED  {module}.Norm" in out
+    assert "over-specified: key() reads block, unused, which the template never reads" in out
+
+
+def test_key_reads_through_properties_and_methods(user_module) -> None:
+    """Fields read by a property or method that key() calls count as read by key()."""
+    module = user_module(
+        'return f"{self.shape}-{self.suffix()}"',
+        extra="""
+        Norm.shape = property(lambda self: f"{self.hidden}x{self.dtype.ptx}")
+        Norm.suffix = lambda self: repr(self.eps)
+        """)
+    Norm = _load(module)
+    assert key_reads(Norm()) == {"hidden", "dtype", "eps"}
+
+
+def test_field_read_on_some_requests_only_is_missing(user_module) -> None:
+    """A key that reads eps only for f32 requests is incomplete: f16 requests omit it."""
+    module = user_module('return f"{self.hidden}" + (repr(self.eps) if self.dtype.ptx == "f32" '
+                         'else "")')
+    report = analyze_class(_load(module), samples=0)
+    assert report.missing == {"eps"}
+    assert report.key_fields_any == {"hidden", "dtype", "eps"}
+
+
+def test_dynamic_include_counts_as_reading_every_field(tmp_path: Path) -> None:
+    """A template that includes a computed name is taken to read every baked field."""
+    from specdsl import baked, kernel_spec
+
+    (tmp_path / "dyn.ptx.j2").write_text(DYNAMIC_TEMPLATE)
+    (tmp_path / "part.ptx.j2").write_text("// part\n")
+
+    @kernel_spec(template="dyn.ptx.j2", entry="dyn", template_dir=tmp_path)
+    class Dyn:
+        part: str = baked("part.ptx.j2")
+        width: int = baked(4)
+
+        def key(self) -> str:
+            return self.part
+
+    assert template_fields(Dyn) == {"part", "width"}
+    assert analyze_class(Dyn, samples=0).missing == {"width"}
+
+
+def test_stand_in_returns_plausible_values_for_unbuildable_class() -> None:
+    """The fallback stand-in serves field values, so f-strings over dtype.ptx work."""
+
+    class Legacy:
+        def key(self) -> str:
+            return f"{self.hidden}x{self.dtype.ptx}"
+
+    reads = _stand_in_reads(Legacy, {"hidden": 4096, "dtype": DType.BF16, "eps": 1e-6})
+    assert reads == {"hidden", "dtype"}
+
+
+def test_unbuildable_class_is_checked_statically_with_a_note(tmp_path: Path) -> None:
+    """A class whose validators refuse every drawn value is still proven statically."""
+    from specdsl import baked, kernel_spec
+
+    (tmp_path / "tinynorm.ptx.j2").write_text(NORM_TEMPLATE)
+
+    def never(instance, attribute, value) -> None:
+        raise ValueError("expected a value no sampler draws")
+
+    @kernel_spec(template="tinynorm.ptx.j2", entry="tinynorm", template_dir=tmp_path)
+    class Picky:
+        hidden: int = baked(validator=never)
+        eps: float = baked(1e-5)
+        dtype: DType = baked(DType.F32)
+
+        def key(self) -> str:
+            return f"{self.hidden}x{self.dtype.ptx}"
+
+    report = analyze_class(Picky, samples=10)
+    assert report.missing == {"eps"}
+    assert report.pairs == 0
+    assert "unvalidated stand-in" in report.note
+
+
+# -- the sampled proof -----------------------------------------------------------------------
+
+
+def test_sampling_finds_what_static_reads_cannot(user_module) -> None:
+    """key() reads eps but rounds it away: only the sampled proof catches the collision."""
+    module = user_module('return f"{self.hidden}-{round(self.eps, 3)}-{self.dtype.ptx}"')
+    report = analyze_class(_load(module), samples=100, seed=3)
+    assert report.missing == frozenset()
+    assert [c.field for c in report.counterexamples] == ["eps"]
+    example = report.counterexamples[0]
+    assert example.first.key() == example.second.key()
+    assert render(example.first) != render(example.second)
+
+
+def test_sampling_is_seeded(user_module) -> None:
+    """The same seed gives the same counterexample; the sampler is deterministic."""
+    Norm = _load(user_module('return f"rmsnorm-{self.hidden}"'))
+    runs = [sampled_proof(Norm, samples=30, seed=7) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert runs[0][0]
+
+
+def test_candidates_start_at_default_and_keep_signed_zero() -> None:
+    """Float candidates begin with the default and hold 0.0 and -0.0 apart."""
+    values = candidates(float, 1e-5)
+    assert values[0] == 1e-5
+    assert any(v == 0 and str(v) == "-0.0" for v in values)
+    assert any(v == 0 and str(v) == "0.0" for v in values)
+    assert candidates(DType, DType.F16)[0] is DType.F16
+    assert set(candidates(int | None, 8)) >= {None, 8, 16, 4}
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def test_builtin_kernels_have_nothing_incomplete(capsys) -> None:
+    """Without MODULE, check-keys checks specdsl.kernels and passes."""
+    assert main(["check-keys", "--samples", "5"]) == 0
+    assert "in specdsl.kernels:" in capsys.readouterr().out
+
+
+def test_unknown_module_is_a_clear_error(capsys) -> None:
+    """A module that cannot be imported: exit 2, one line naming it."""
+    assert main(["check-keys", "no_such_module_xyz"]) == 2
+    assert "cannot import module 'no_such_module_xyz'" in capsys.readouterr().err
+
+
+def test_module_without_specs_is_a_clear_error(capsys) -> None:
+    """A module with no @kernel_spec class: exit 2, naming the module."""
+    assert main(["check-keys", "textwrap"]) == 2
+    assert "module 'textwrap' defines no @kernel_spec classes" in capsys.readouterr().err
+
+
+def test_key_that_raises_is_reported(user_module, capsys) -> None:
+    """A key() that raises on a valid request is a definition error naming the class."""
+    module = user_module('raise KeyError("hidden")')
+    assert main(["check-keys", module]) == 2
+    assert "Norm.key() raised KeyError" in capsys.readouterr().err
+
+
+def test_negative_samples_refused(capsys) -> None:
+    """--samples must be a whole number >= 0."""
+    with pytest.raises(SystemExit) as info:
+        main(["check-keys", "--samples", "-1"])
+    assert info.value.code == 2
+    assert "--samples: expected a whole number >= 0 (got '-1')" in capsys.readouterr().err
