@@ -33,7 +33,7 @@ from .fields import canonical
 from .spec import spec_info
 
 __all__ = ["GRID_ATTRIBUTE", "MAX_GRID", "spec_grid", "default_request", "pinned_grid",
-           "field_members"]
+           "field_members", "representative_request"]
 
 #: The class attribute or classmethod that names a spec's grid.
 GRID_ATTRIBUTE = "variants"
@@ -54,6 +54,21 @@ def default_request(cls: type) -> Any:
             f"no default; name a request (SPEC {missing[0]}=...) or give the class a "
             f"'{GRID_ATTRIBUTE}' attribute")
     return cls()
+
+
+def representative_request(cls: type) -> Any:
+    """The request that stands for ``cls`` when none is named (``specdsl verify rmsnorm``).
+
+    The default request; for a class with a field that has no default, the first
+    request of its declared ``variants``.
+
+    Raises:
+        SpecError: a field has no default and the class declares no ``variants``.
+    """
+    if any(f.default is attrs.NOTHING for f in attrs.fields(cls)) and (
+            getattr(cls, GRID_ATTRIBUTE, None) is not None):
+        return spec_grid(cls)[0]
+    return default_request(cls)
 
 
 def field_members(tp: Any) -> tuple[Any, ...] | None:

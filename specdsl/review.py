@@ -23,7 +23,7 @@ import attrs
 
 from .compile import compile_ptx
 from .errors import CompileError, RenderError, SpecError
-from .grid import pinned_grid
+from .grid import pinned_grid, representative_request
 from .keys import derived_key
 from .render import render
 from .requests import builtin_specs, format_request, parse_request, resolve_spec, spec_name
@@ -72,6 +72,9 @@ def _dedupe_by_key(requests: list[Any], target: Target) -> list[Any]:
 def collect_requests(words: Sequence[str], *, grid: bool, target: Target) -> list[Any]:
     """The requests named by CLI words, or each grid with those fields pinned.
 
+    A SPEC without field words stands for its default request (or, for a class with
+    a field that has no default, the first request of its ``variants``).
+
     Requests that share a derived key (they differ only in launch fields) are kept
     once, the first in order.
 
@@ -88,8 +91,10 @@ def collect_requests(words: Sequence[str], *, grid: bool, target: Target) -> lis
                 field = item.partition("=")[0].strip()
                 pinned[field] = getattr(named, field)
             requests.extend(pinned_grid(cls, pinned))
-        else:
+        elif assignments:
             requests.append(parse_request(cls, assignments))
+        else:
+            requests.append(representative_request(cls))
     return _dedupe_by_key(requests, target)
 
 

@@ -11,7 +11,8 @@ import pytest
 import specdsl.grid as grid_module
 from specdsl import DType, SpecError, baked, kernel_spec, launch
 from specdsl.errors import SpecDefinitionError
-from specdsl.grid import default_request, field_members, pinned_grid, spec_grid
+from specdsl.grid import (default_request, field_members, pinned_grid, representative_request,
+                          spec_grid)
 from specdsl.kernels import VectorAdd
 
 # A template that reads no field: any baked fields are allowed, the PTX is one empty entry.
@@ -142,3 +143,11 @@ def test_pinned_grid_sets_fields_and_drops_invalid(templates):
     with pytest.raises(SpecError, match=r"no request of Gridded's grid is valid with "
                                         r"\{'n': 8, 'wide': True\}"):
         pinned_grid(cls, {"n": 8, "wide": True})
+
+
+def test_representative_request_is_the_default_or_the_first_variant(templates):
+    """A class with every default stands for its default; one without, for its first variant."""
+    full = spec_class(templates, {"n": (int, baked(3)), "variants": [{"n": 5}]})
+    partial = spec_class(templates, {"n": (int, baked()), "variants": [{"n": 5}, {"n": 6}]})
+    assert representative_request(full) == full(n=3)
+    assert representative_request(partial) == partial(n=5)
