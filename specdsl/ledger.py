@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import math
 import os
 import threading
 from typing import Any, Iterator
@@ -271,8 +272,9 @@ class KeyLedger:
     def record(self, key: str, spec: Any, target: Target | str, ptx: str | None) -> None:
         """Record that ``ptx``, rendered from ``spec`` for ``target``, was compiled under ``key``.
 
-        Called on a miss. Cheap: a derived-key lookup, one SHA-256 of the PTX (about
-        2 us for 10 KB; skipped when ``ptx`` is ``None``) and a dictionary insert. If the
+        Called on a miss. Cheap next to the compile it follows: a derived-key lookup,
+        one SHA-256 of the PTX (about 8 us for 10 KB in all; skipped when ``ptx`` is
+        ``None``) and a dictionary insert. If the
         key already has a reference for this target (an evicted module compiled again, or
         two executors sharing a ledger), the PTX is compared with it like a hit.
 
@@ -327,9 +329,10 @@ class KeyLedger:
     def prove(self, key: str, spec: Any, target: Target | str) -> None:
         """Prove that ``spec`` renders the PTX compiled under ``key`` for ``target``.
 
-        Called on a hit. A request whose derived key is already proven under ``key``
-        costs an identity check or one string comparison (the last proven request), or
-        else one set lookup, and renders nothing. Any other request is rendered (outside
+        Called on a hit. A request already proven under ``key`` renders nothing: the
+        last proven request itself costs two identity checks; an equal request, a
+        comparison of its baked values with the last proven one's; any other proven
+        request, its derived key, one string comparison and one set lookup. Any other request is rendered (outside
         the lock) and its SHA-256 compared: equal PTX (the requests differ only in launch
         fields or in baked fields the template ignores) is recorded as proven.
 
@@ -349,9 +352,11 @@ class KeyLedger:
         entry = self._entries.get(key)
         if entry is not None:
             last_spec, last_target, last_derived = entry.last
-            if last_spec is spec and last_target is target:
+            if not isinstance(target, Target):
+                target = Target.parse(target)
+            if last_target is target and type(last_spec) is type(spec) and (
+                    last_spec is spec or _same_baked(last_spec, spec)):
                 return
-            target = Target.parse(target)
             derived = derived_key(spec, target)
             if derived == last_derived or derived in entry.proven:
                 entry.last = (spec, target, derived)
@@ -400,6 +405,31 @@ class KeyLedger:
         with self._lock:
             entry.proven.add(derived)
             entry.last = (spec, target, derived)
+
+
+def _same_baked(a: Any, b: Any) -> bool:
+    """True only if two requests of one class have identical baked values (so the same PTX).
+
+    Cheaper than hashing a fresh request for its derived key: ints, strs, enum members and
+    floats (by value and sign; NaN never matches) are compared directly; any other type
+    answers False, and the caller falls back to the derived key.
+    """
+    for name in spec_info(a).baked:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is y:
+            continue
+        kind = type(x)
+        if kind is not type(y):
+            return False
+        if kind is float:
+            if x != y or math.copysign(1.0, x) != math.copysign(1.0, y):
+                return False
+        elif kind is int or kind is str:
+            if x != y:
+                return False
+        else:
+            return False
+    return True
 
 
 def _check_key(key: Any) -> None:
