@@ -282,11 +282,20 @@ def _field_candidates(cls: type) -> dict[str, list[Any]]:
     hints = typing.get_type_hints(cls)
     out = {}
     for a in attrs.fields(cls):
+        if not a.init:
+            continue
         default = a.default
         if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-            default = default.factory() if not default.takes_self else attrs.NOTHING
+            default = attrs.NOTHING  # computed by the class: see _factory_fields
         out[a.name] = candidates(hints[a.name], default)
     return out
+
+
+@functools.cache
+def _factory_fields(cls: type) -> frozenset[str]:
+    """Fields whose default the class computes (``attrs.Factory``), often from other fields."""
+    return frozenset(a.name for a in attrs.fields(cls)
+                     if a.init and isinstance(a.default, attrs.Factory))  # type: ignore[arg-type]
 
 
 def _build(cls: type, values: dict[str, Any]) -> Any | None:
@@ -297,18 +306,19 @@ def _build(cls: type, values: dict[str, Any]) -> Any | None:
 
 
 def _default_request(cls: type) -> Any | None:
-    pools = _field_candidates(cls)
-    return _build(cls, {name: pool[0] for name, pool in pools.items() if pool})
+    pools, computed = _field_candidates(cls), _factory_fields(cls)
+    return _build(cls, {name: pool[0] for name, pool in pools.items()
+                        if pool and name not in computed})
 
 
 def _random_request(cls: type, rng: random.Random) -> Any | None:
     """A valid request with each field, independently, at its default or a drawn value."""
-    pools = _field_candidates(cls)
+    pools, computed = _field_candidates(cls), _factory_fields(cls)
     for _ in range(_ATTEMPTS):
         values = {}
         for name, pool in pools.items():
-            if not pool:
-                continue
+            if not pool or (name in computed and rng.random() < 0.5):
+                continue  # leave a computed default to the class half the time
             values[name] = pool[0] if rng.random() < 0.4 else rng.choice(pool)
         request = _build(cls, values)
         if request is not None:
