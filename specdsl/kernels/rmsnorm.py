@@ -1,0 +1,183 @@
+"""RMSNorm: root-mean-square layer normalization, optionally fused with a residual add."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .. import immediates
+from ..dtype import DType
+from ..errors import SpecError
+from ..fields import baked
+from ..spec import kernel_spec
+from ._case import KernelCase, Output, from_bits, to_bits
+from ._checks import one_of
+
+__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
+
+#: Most 16-byte vectors of a row one thread keeps in registers (so at most
+#: 1024 * 8 * 16 bytes = 128 KiB per row: hidden <= 65536 for f16/bf16, 32768 for f32).
+MAX_VECTORS_PER_THREAD = 8
+
+#: Largest grid.x of a launch (CUDA's limit for compute capability >= 3.0).
+MAX_GRID_X = 2**31 - 1
+
+
+def _lanes(dtype: DType) -> int:
+    return 16 // dtype.size
+
+
+def default_block(hidden: int, dtype: DType) -> int:
+    """Threads per CTA for a row of ``hidden`` elements of ``dtype`` (the ``block`` default).
+
+    Aims at 512 threads, each owning ``ceil(vectors / 512)`` 16-byte vectors of the
+    row; rows needing more than 4 vectors a thread use 1024 threads, so a thread
+    holds at most 8 (the register budget of 1024 threads is 64 registers each).
+    """
+    vectors = max(1, hidden // _lanes(dtype))
+    per_thread = -(-vectors // 512)
+    if per_thread > 4:
+        per_thread = -(-vectors // 1024)
+    threads = -(-vectors // per_thread)
+    return min(1024, max(32, -(-threads // 32) * 32))
+
+
+def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
+    lanes = _lanes(instance.dtype)
+    if hidden <= 0 or hidden % lanes:
+        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
+                         f"{instance.dtype}: rows are loaded as whole vectors)")
+    limit = 1024 * MAX_VECTORS_PER_THREAD * lanes
+    if hidden > limit:
+        raise ValueError(f"expected at most {limit} elements of {instance.dtype} (a row is "
+                         f"kept in the registers of one CTA: 128 KiB)")
+
+
+def _check_eps(instance: Any, attribute: Any, eps: float) -> None:
+    if not eps > 0:
+        raise ValueError("expected a float > 0")
+    immediates.f32(eps)  # an eps that rounds to 0 or overflows in f32 is refused here
+
+
+def _check_block(instance: Any, attribute: Any, block: int) -> None:
+    if not (32 <= block <= 1024 and block % 32 == 0):
+        raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
+    vectors = instance.hidden // _lanes(instance.dtype)
+    per_thread = -(-vectors // block)
+    if per_thread > MAX_VECTORS_PER_THREAD:
+        raise ValueError(
+            f"expected at least {-(-vectors // MAX_VECTORS_PER_THREAD)} threads: "
+            f"{vectors} vectors a row, at most {MAX_VECTORS_PER_THREAD} a thread")
+
+
+@kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+class RMSNorm:
+    """RMSNorm (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization").
+
+    ``y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight`` for each row ``r``,
+    accumulated in f32, rounded to ``dtype`` once.
+
+    With ``fused_residual`` (as vLLM's ``fused_add_rms_norm``): the kernel first forms
+    ``s = x + residual`` rounded to ``dtype`` (``add.rn.bf16x2``/``add.rn.f16x2``/
+    ``add.rn.f32``: one rounding), writes ``s`` back into ``residual`` (in place: the
+    next layer's residual) and normalizes ``s``: ``y = rmsnorm(s)``.
+
+    Kernel parameters (in order): ``x`` ``[rows, hidden]``; ``residual`` ``[rows,
+    hidden]`` (read, then overwritten with ``s``; only when ``fused_residual``);
+    ``weight`` ``[hidden]``; ``y`` ``[rows, hidden]``; ``rows`` (u32). Arrays are
+    row-major, contiguous, ``dtype``, 16-byte aligned. ``x`` is read through the
+    non-coherent path (``ld.global.nc``), so ``y`` must not overlap ``x``.
+
+    Launch: :meth:`launch_dims` (one CTA of ``block`` threads per row). The reciprocal
+    square root is ``rsqrt.approx.f32``: the PTX ISA ("rsqrt") bounds its relative
+    error by 2^-22.9, far below bf16/f16 rounding and about one f32 ulp.
+
+    Fields:
+        hidden (baked): row length, a multiple of the vector width (8 for f16/bf16,
+            4 for f32), at most 65536 (f16/bf16) or 32768 (f32).
+        eps (baked): added to the mean square, a float > 0, rendered as an f32 immediate.
+        dtype (baked): f32, f16 or bf16 for x, residual, weight and y.
+        fused_residual (baked): add ``residual`` first and write the sum back.
+        block (baked): threads per CTA (the PTX is unrolled for it); the default comes
+            from :func:`default_block`.
+
+    Raises:
+        SpecError: at construction, for a field outside the ranges above.
+    """
+
+    hidden: int = baked(validator=_check_hidden, doc="row length in elements")
+    eps: float = baked(1e-6, validator=_check_eps, doc="added to mean(x^2); > 0")
+    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+                         doc="element type: f32, f16 or bf16")
+    fused_residual: bool = baked(False, doc="residual = x + residual first; y = rmsnorm(residual)")
+    block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
+                                     takes_self=True),
+                       validator=_check_block, doc="threads per CTA (one CTA per row)")
+
+    @property
+    def lanes(self) -> int:
+        """Elements per 16-byte vector."""
+        return _lanes(self.dtype)
+
+    @property
+    def vectors_per_thread(self) -> int:
+        """16-byte vectors of a row each thread loads and keeps in registers."""
+        return -(-(self.hidden // self.lanes) // self.block)
+
+    def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
+
+        Raises:
+            SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
+        """
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
+            raise SpecError(f"RMSNorm rows = {rows!r} is invalid: expected an int from 1 "
+                            f"to {MAX_GRID_X} (one CTA per row)")
+        return (rows, 1, 1), (self.block, 1, 1)
+
+    def bytes_moved(self, rows: int) -> int:
+        """Fewest bytes a launch must move: x, weight (and residual) read once, y (and s) written once."""
+        arrays = 4 if self.fused_residual else 2  # x, y (+ residual in, s out)
+        return (arrays * rows + 1) * self.hidden * self.dtype.size
+
+
+def reference(x: Any, weight: Any, eps: float) -> Any:
+    """float64 RMSNorm of each row of ``x`` ``[rows, hidden]`` times ``weight`` ``[hidden]``."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    mean_square = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(mean_square + eps) * np.asarray(weight, dtype=np.float64)
+
+
+#: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.
+TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}
+
+
+def example(spec: RMSNorm, rng: Any, rows: int = 7) -> KernelCase:
+    """A launch of ``spec`` on ``rows`` random rows (x, residual ~ N(0, 1), weight ~ N(1, 0.5)).
+
+    The reference normalizes the rounded inputs in float64; with ``fused_residual``
+    the expected ``residual`` is ``x + residual`` rounded to ``dtype`` once, and ``y``
+    is the float64 RMSNorm of that rounded sum.
+    """
+    import numpy as np
+
+    shape = (rows, spec.hidden)
+    x = to_bits(rng.standard_normal(shape), spec.dtype)
+    weight = to_bits(rng.normal(1.0, 0.5, spec.hidden), spec.dtype)
+    x64, w64 = from_bits(x, spec.dtype), from_bits(weight, spec.dtype)
+    grid, block = spec.launch_dims(rows)
+    args: list[tuple[str, Any]] = [("x", x)]
+    expected = {}
+    if spec.fused_residual:
+        residual = to_bits(rng.standard_normal(shape), spec.dtype)
+        summed = from_bits(to_bits(x64 + from_bits(residual, spec.dtype), spec.dtype), spec.dtype)
+        args.append(("residual", Output(shape, spec.dtype, initial=residual)))
+        expected["residual"] = summed
+        x64 = summed
+    args += [("weight", weight), ("y", Output(shape, spec.dtype)), ("rows", np.uint32(rows))]
+    expected["y"] = reference(x64, w64, spec.eps)
+    return KernelCase(spec=spec, args=tuple(args), grid=grid, block=block,
+                      expected=expected, tolerance=TOLERANCE[spec.dtype])

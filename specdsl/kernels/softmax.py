@@ -1,0 +1,185 @@
+"""Softmax: numerically stable row-wise softmax of ``x * scale``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from .. import immediates
+from ..dtype import DType
+from ..errors import SpecError
+from ..fields import baked
+from ..spec import kernel_spec
+from ._case import KernelCase, Output, from_bits, to_bits
+from ._checks import one_of
+
+__all__ = ["Softmax", "reference", "example", "MAX_COLS"]
+
+#: Longest row: 8 chunks of 1024 threads x 32 f32 values held in registers.
+MAX_COLS = 262144
+
+#: Most f32 values of a row one thread holds in registers at a time.
+VALUES_PER_THREAD = 32
+
+#: Largest grid.x of a launch (CUDA's limit for compute capability >= 3.0).
+MAX_GRID_X = 2**31 - 1
+
+
+def _lanes(dtype: DType) -> int:
+    return 16 // dtype.size
+
+
+def default_block(cols: int, dtype: DType) -> int:
+    """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
+
+    Aims at 512 threads with ``ceil(vectors / 512)`` 16-byte vectors each; longer rows
+    use 1024 threads, and rows over 1024 * 32 values take several chunks.
+    """
+    lanes = _lanes(dtype)
+    vectors = max(1, cols // lanes)
+    most = VALUES_PER_THREAD // lanes
+    per_thread = -(-vectors // 512)
+    if per_thread > most // 2:
+        per_thread = min(most, -(-vectors // 1024))
+    threads = -(-vectors // per_thread)
+    return min(1024, max(32, -(-threads // 32) * 32))
+
+
+def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
+    lanes = _lanes(instance.dtype)
+    if cols <= 0 or cols % lanes:
+        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
+                         f"{instance.dtype}: rows are loaded as whole vectors)")
+    if cols > MAX_COLS:
+        raise ValueError(f"expected at most {MAX_COLS} columns (8 register-sized chunks "
+                         "of 1024 threads)")
+
+
+def _check_scale(instance: Any, attribute: Any, scale: float) -> None:
+    if not math.isfinite(scale * math.log2(math.e)):
+        raise ValueError("expected scale * log2(e) to be finite")
+    if scale != 0.0:
+        immediates.f32(scale * math.log2(math.e))  # overflow or underflow in f32 is refused
+
+
+def _check_block(instance: Any, attribute: Any, block: int) -> None:
+    if not (32 <= block <= 1024 and block % 32 == 0):
+        raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
+    if _chunks(instance.cols, instance.dtype, block) > 8:
+        raise ValueError(f"expected enough threads to hold the row in 8 chunks of "
+                         f"{VALUES_PER_THREAD} values a thread")
+
+
+def _per_thread(cols: int, dtype: DType, block: int) -> int:
+    vectors = cols // _lanes(dtype)
+    return min(VALUES_PER_THREAD // _lanes(dtype), -(-vectors // block))
+
+
+def _chunks(cols: int, dtype: DType, block: int) -> int:
+    vectors = cols // _lanes(dtype)
+    return -(-vectors // (block * _per_thread(cols, dtype, block)))
+
+
+@kernel_spec(template="softmax.ptx.j2", entry="softmax")
+class Softmax:
+    """Row-wise softmax of ``x * scale`` over the last dimension.
+
+    ``y[r, i] = exp(scale * x[r, i] - m_r) / sum_k exp(scale * x[r, k] - m_r)`` with
+    ``m_r = max_k scale * x[r, k]`` (subtracting the maximum keeps every exponential
+    in (0, 1]: no overflow). The kernel works in base 2: ``t = x * (scale * log2 e)``
+    (one f32 constant, rounded once), ``2^(t - max t)`` by ``ex2.approx.ftz.f32``
+    (the PTX ISA, "ex2", bounds its relative error near 2^-22; subnormal results
+    flush to zero, i.e. probabilities under 2^-126), accumulation in f32, one
+    ``rcp.rn.f32`` per row, output rounded to ``dtype`` once.
+
+    Rows of up to ``1024 * 32`` values live in registers: x is read once. Longer rows
+    (:attr:`chunks` > 1) make two passes: pass 1 keeps a running maximum and a
+    rescaled running sum per thread (online softmax, Milakov & Gimelshein 2018,
+    "Online normalizer calculation for softmax"), pass 2 reads the row again and
+    writes y. Pass 1 loads with an L2 ``evict_last`` policy so the second read is
+    mostly served by L2; device memory then sees x once and y once, but the kernel
+    issues ``2 * rows * cols`` element reads (:meth:`bytes_read`).
+
+    Kernel parameters (in order): ``x`` ``[rows, cols]``, ``y`` ``[rows, cols]``
+    (row-major, contiguous, ``dtype``, 16-byte aligned; ``y`` must not overlap ``x``,
+    which is read through ``ld.global.nc``), ``rows`` (u32).
+
+    Fields:
+        cols (baked): row length, a multiple of 8 (f16/bf16) or 4 (f32), at most 262144.
+        scale (baked): multiplies x before the softmax (e.g. ``1/sqrt(d)``); any finite
+            value whose product with log2(e) is a normal f32 (or 0).
+        dtype (baked): f32, f16 or bf16 for x and y.
+        block (baked): threads per CTA; the default comes from :func:`default_block`.
+
+    Raises:
+        SpecError: at construction, for a field outside the ranges above.
+    """
+
+    cols: int = baked(validator=_check_cols, doc="row length in elements")
+    scale: float = baked(1.0, validator=_check_scale, doc="x is multiplied by scale first")
+    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+                         doc="element type: f32, f16 or bf16")
+    block: int = baked(attrs.Factory(lambda self: default_block(self.cols, self.dtype),
+                                     takes_self=True),
+                       validator=_check_block, doc="threads per CTA (one CTA per row)")
+
+    @property
+    def lanes(self) -> int:
+        """Elements per 16-byte vector."""
+        return _lanes(self.dtype)
+
+    @property
+    def chunks(self) -> int:
+        """Register-sized pieces a row is processed in (1: x is read once)."""
+        return _chunks(self.cols, self.dtype, self.block)
+
+    def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
+
+        Raises:
+            SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
+        """
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
+            raise SpecError(f"Softmax rows = {rows!r} is invalid: expected an int from 1 "
+                            f"to {MAX_GRID_X} (one CTA per row)")
+        return (rows, 1, 1), (self.block, 1, 1)
+
+    def bytes_moved(self, rows: int) -> int:
+        """Fewest bytes a launch must move through device memory: x read once, y written once."""
+        return 2 * rows * self.cols * self.dtype.size
+
+    def bytes_read(self, rows: int) -> int:
+        """Bytes the kernel's loads request: ``x`` once, or twice when :attr:`chunks` > 1."""
+        return (2 if self.chunks > 1 else 1) * rows * self.cols * self.dtype.size
+
+
+def reference(x: Any, scale: float) -> Any:
+    """float64 softmax of ``x * scale`` along the last axis (maximum subtracted first)."""
+    import numpy as np
+
+    t = np.asarray(x, dtype=np.float64) * scale
+    t = t - np.max(t, axis=-1, keepdims=True)
+    e = np.exp(t)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+#: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.
+TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}
+
+
+def example(spec: Softmax, rng: Any, rows: int = 5) -> KernelCase:
+    """A launch of ``spec`` on ``rows`` random rows (x ~ N(0, 4), so rows are peaked)."""
+    import numpy as np
+
+    shape = (rows, spec.cols)
+    x = to_bits(rng.normal(0.0, 2.0, shape), spec.dtype)
+    grid, block = spec.launch_dims(rows)
+    return KernelCase(
+        spec=spec,
+        args=(("x", x), ("y", Output(shape, spec.dtype)), ("rows", np.uint32(rows))),
+        grid=grid, block=block,
+        expected={"y": reference(from_bits(x, spec.dtype), spec.scale)},
+        tolerance=TOLERANCE[spec.dtype],
+    )
