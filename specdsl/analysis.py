@@ -40,7 +40,7 @@ from .spec import is_spec, spec_info
 from .target import Target
 
 __all__ = [
-    "KeyReport", "Counterexample", "template_fields", "key_reads", "candidates",
+    "KeyReport", "Counterexample", "Samples", "template_fields", "key_reads", "candidates",
     "sampled_proof", "analyze_class", "spec_classes", "check_keys", "command_check_keys",
     "TIME_LIMIT_S", "OBSERVED_REQUESTS",
 ]
@@ -72,6 +72,26 @@ class Counterexample:
 
 
 @attrs.frozen
+class Samples:
+    """What the sampled proof of one class did.
+
+    Attributes:
+        counterexamples: at most one per field.
+        pairs: pairs of valid requests built (each differing in one baked field).
+        shared: of those, pairs whose hand-written keys agreed (these were rendered).
+        skipped: pairs not compared because a request could not be rendered.
+        render_failure: the first render failure that was not a :class:`RenderError`
+            (a template bug such as a division by zero), as ``"request: error"``; or "".
+    """
+
+    counterexamples: tuple[Counterexample, ...] = ()
+    pairs: int = 0
+    shared: int = 0
+    skipped: int = 0
+    render_failure: str = ""
+
+
+@attrs.frozen
 class KeyReport:
     """What ``check-keys`` found for one spec class.
 
@@ -83,9 +103,7 @@ class KeyReport:
         key_fields_any: fields ``key()`` read on at least one observed request.
         missing: template fields the key did not read (on some request): incomplete.
         extra: fields the key read that the template never reads: over-specified.
-        counterexamples: from the sampled proof, at most one per field.
-        pairs: sampled pairs built; shared: of those, pairs that shared a key (rendered).
-        skipped: pairs skipped because a request could not be rendered for the target.
+        samples: what the sampled proof did and found (see :class:`Samples`).
         note: why the key could only be observed on an unvalidated stand-in, if so.
     """
 
@@ -96,11 +114,13 @@ class KeyReport:
     key_fields_any: frozenset[str] = frozenset()
     missing: frozenset[str] = frozenset()
     extra: frozenset[str] = frozenset()
-    counterexamples: tuple[Counterexample, ...] = ()
-    pairs: int = 0
-    shared: int = 0
-    skipped: int = 0
+    samples: Samples = Samples()
     note: str = ""
+
+    @property
+    def counterexamples(self) -> tuple[Counterexample, ...]:
+        """The sampled proof's counterexamples."""
+        return self.samples.counterexamples
 
     @property
     def incomplete(self) -> bool:
@@ -353,8 +373,7 @@ def _variant(request: Any, field: str, rng: random.Random) -> Any | None:
 
 def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
                   target: Target | str = "sm_90", fields: Iterable[str] | None = None,
-                  time_limit: float = TIME_LIMIT_S
-                  ) -> tuple[tuple[Counterexample, ...], int, int, int]:
+                  time_limit: float = TIME_LIMIT_S) -> Samples:
     """Search for two valid requests with equal ``key()`` and different PTX.
 
     Each sample takes a random valid request and changes one baked field (round-robin
@@ -364,8 +383,8 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
     sampled again. Deterministic for a given ``seed``.
 
     Returns:
-        ``(counterexamples, pairs built, pairs that shared a key, pairs skipped because a
-        request could not be rendered for the target)``.
+        A :class:`Samples`. A request that cannot be rendered (a :class:`RenderError`,
+        or any other exception from the template) skips its pair.
 
     Raises:
         SpecDefinitionError: ``key()`` raised or returned something other than a str.
@@ -374,6 +393,7 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
     order = sorted(template_fields(cls) if fields is None else fields)
     rng = random.Random(f"{seed}:{spec_info(cls).cls_name}")
     renders: dict[Any, str | None] = {}
+    failures: list[str] = []
 
     def ptx(request: Any) -> str | None:
         if request not in renders:
@@ -381,6 +401,9 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
                 renders[request] = render(request, target)
             except RenderError:
                 renders[request] = None
+            except Exception as exc:  # a template bug: report it, keep proving keys
+                renders[request] = None
+                failures.append(f"{request!r}: {type(exc).__name__}: {exc}")
         return renders[request]
 
     found: dict[str, Counterexample] = {}
@@ -406,7 +429,8 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
             continue
         if a != b:
             found[field] = Counterexample(key, field, first, second, target)
-    return tuple(found[f] for f in order if f in found), pairs, shared, skipped
+    return Samples(tuple(found[f] for f in order if f in found), pairs, shared, skipped,
+                   failures[0] if failures else "")
 
 
 def analyze_class(cls: type, *, samples: int = 200, seed: int = 0,
@@ -441,13 +465,10 @@ def analyze_class(cls: type, *, samples: int = 200, seed: int = 0,
     fields = frozenset(info.baked) | frozenset(info.launch)
     missing = read_by_template - every
     extra = (some & fields) - read_by_template
-    counterexamples: tuple[Counterexample, ...] = ()
-    pairs = shared = skipped = 0
+    sampled = Samples()
     if first is not None and samples > 0:
-        counterexamples, pairs, shared, skipped = sampled_proof(
-            cls, samples=samples, seed=seed, target=target)
-    return KeyReport(cls, True, read_by_template, every, some, missing, extra,
-                     counterexamples, pairs, shared, skipped, note)
+        sampled = sampled_proof(cls, samples=samples, seed=seed, target=target)
+    return KeyReport(cls, True, read_by_template, every, some, missing, extra, sampled, note)
 
 
 def spec_classes(names: Iterable[str]) -> list[type]:
@@ -527,11 +548,14 @@ def format_report(report: KeyReport) -> list[str]:
             "never reads: requests differing only there compile the same PTX again")
     if report.note:
         lines.append(f"    note: {report.note}")
-    elif report.pairs:
-        lines.append(f"    sampled: {report.pairs} pairs differing in one baked field, "
-                     f"{report.shared} shared a key, {len(report.counterexamples)} "
+    elif report.samples.pairs:
+        sampled = report.samples
+        lines.append(f"    sampled: {sampled.pairs} pairs differing in one baked field, "
+                     f"{sampled.shared} shared a key, {len(sampled.counterexamples)} "
                      f"rendered different PTX" +
-                     (f", {report.skipped} not renderable" if report.skipped else ""))
+                     (f", {sampled.skipped} not renderable" if sampled.skipped else ""))
+        if sampled.render_failure:
+            lines.append(f"    template error (not a key problem) on {sampled.render_failure}")
     return lines
 
 
