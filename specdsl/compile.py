@@ -7,6 +7,7 @@ ptxas's resource report (registers, spills, stack frame, shared and constant mem
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any
@@ -16,7 +17,7 @@ import attrs
 from .errors import CompileError
 from .target import Target
 
-__all__ = ["Compiled", "compile_ptx", "ptx_excerpt", "toolchain_version"]
+__all__ = ["Compiled", "compile_ptx", "link_options", "ptx_excerpt", "toolchain_version"]
 
 _LINE = re.compile(r"line (\d+)")
 
@@ -38,12 +39,25 @@ class Compiled:
     target: Target
 
 
+@functools.cache
 def toolchain_version() -> str:
-    """nvJitLink's version as ``"major.minor"`` (part of every disk-cache key)."""
+    """nvJitLink's version as ``"major.minor"`` (part of every disk-cache key).
+
+    The first call loads libnvJitLink (about 100 MB; 50-150 ms), so an executor with a
+    disk cache asks for it on a background thread when it starts.
+    """
     from cuda.bindings import nvjitlink
 
     major, minor = nvjitlink.version()
     return f"{major}.{minor}"
+
+
+def link_options(target: Target | str) -> str:
+    """The nvJitLink options :func:`compile_ptx` uses for ``target``, as one string.
+
+    Part of every disk-cache key: a change here must change the string.
+    """
+    return f"nvJitLink -arch={Target.parse(target).sm} -verbose"
 
 
 def ptx_excerpt(ptx: str, line: int, context: int = 3) -> str:

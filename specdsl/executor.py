@@ -1,9 +1,483 @@
-"""Placeholder: the executor (issue 4) is being written."""
+"""The executor: requests -> modules (memory and disk caches, key ledger) -> checked launches.
+
+One :class:`Executor` per device. :meth:`Executor.ensure_module` renders, compiles
+(nvJitLink) and loads a request's module once per module key, even when many threads
+ask at once; :meth:`Executor.launch` checks each argument against the kernel's
+``.entry`` signature and the geometry against the device's limits, packs the
+parameters, and calls the driver's ``cuLaunchKernel``.
+
+CUDA is imported lazily: importing this module needs no GPU, driver or cuda-python.
+"""
 
 from __future__ import annotations
 
-__all__ = ["Executor"]
+import os
+import struct
+import threading
+import time
+import warnings
+from concurrent.futures import Future
+from typing import Any
+
+import attrs
+
+from . import ledger as _ledger
+from .arguments import ArgumentPacker, DeviceLimits, Geometry, check_geometry, stream_handle
+from .compile import compile_ptx, link_options, toolchain_version
+from .diskcache import CacheDirError, DiskCache, disk_key, resolve_cache_dir
+from .errors import LaunchError, TargetError
+from .keys import derived_key, hand_key
+from .ptx import EntrySignature, parse_entry
+from .render import render
+from .spec import spec_info
+from .target import Target
+
+__all__ = ["Executor", "ExecutorStats", "Module"]
+
+# Bound on the (request, key) -> module memo: requests differing only in launch fields
+# each take a slot; past this many the memo starts over (modules stay cached).
+_MEMO_LIMIT = 65536
+
+
+@attrs.frozen
+class ExecutorStats:
+    """A snapshot of an executor's counters (later calls do not change it).
+
+    Attributes:
+        hits: module lookups answered from memory (every launch is one).
+        misses: lookups that had to build a module.
+        compiles: nvJitLink compiles (misses minus disk hits, minus failed builds).
+        compile_seconds: wall time spent in nvJitLink, in seconds.
+        disk_hits: misses answered from the disk cache.
+        disk_rejected: disk entries refused as corrupt, truncated or foreign.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    compile_seconds: float = 0.0
+    disk_hits: int = 0
+    disk_rejected: int = 0
+
+
+@attrs.define(eq=False, repr=False)
+class Module:
+    """One compiled (and, with a device, loaded) module.
+
+    Attributes:
+        key: the module key it is cached under (derived or hand-written).
+        derived_key: the derived key of the request that built it.
+        spec: that request.
+        target: what it was compiled for.
+        cubin: the ELF cubin.
+        log: nvJitLink's info log (empty for a cubin from the disk cache).
+        from_disk: whether the cubin came from the disk cache.
+        signature: the kernel's parsed ``.entry`` parameters.
+        kernel: the cuda.core ``Kernel``, or ``None`` in a compile-only executor.
+    """
+
+    key: str
+    derived_key: str
+    spec: Any
+    target: Target
+    cubin: bytes
+    log: str
+    from_disk: bool
+    signature: EntrySignature
+    kernel: Any = None
+    # launch state, set up once when the module is loaded
+    packer: ArgumentPacker | None = None
+    function: int = 0
+    kernel_threads: int | None = None
+    static_shared: int = 0
+    dynamic_shared_set: int = 0
+    geometries: dict[tuple, Geometry] = attrs.Factory(dict)
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+    params: Any = None          # the parameter buffer (bytearray) the driver copies from
+    params_address: int = 0     # address of the void* array pointing into it
+    keepalive: Any = None
+
+    def __repr__(self) -> str:
+        return (f"<Module {self.key} entry={self.signature.entry} target={self.target.sm} "
+                f"cubin={len(self.cubin)} bytes{' (disk)' if self.from_disk else ''}>")
 
 
 class Executor:
-    """Compiles and launches kernels (being written)."""
+    """Compiles, caches and launches specdsl kernels on one device.
+
+    Args:
+        device: the CUDA device ordinal, or ``None`` for a compile-only executor (cubins,
+            the ledger and the disk cache work; :meth:`launch` raises ``LaunchError``).
+        target: the compile target; by default the device's compute capability
+            (``sm_90`` on an H100/H200). Required when ``device`` is ``None``.
+        cache_dir: the disk cache folder, ``"off"`` to turn it off, or ``None`` for
+            ``SPECDSL_CACHE_DIR`` / the per-user default (see :mod:`specdsl.diskcache`).
+        ledger: the :class:`~specdsl.ledger.KeyLedger` proving hand-written keys; a new
+            one by default.
+
+    Raises:
+        TargetError: no target for a compile-only executor, or a target the device
+            cannot run (another major compute capability, a newer minor one, or an
+            ``a`` target of another device).
+        LaunchError: no CUDA driver or no such device.
+        CacheDirError: an explicit ``cache_dir`` that cannot be used.
+    """
+
+    def __init__(self, device: int | None = 0, target: Target | str | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None, *,
+                 ledger: _ledger.KeyLedger | None = None) -> None:
+        self.ledger = ledger if ledger is not None else _ledger.KeyLedger()
+        self._modules: dict[str, Module] = {}
+        self._pending: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
+        self._hits = self._misses = self._compiles = self._disk_hits = 0
+        self._compile_seconds = 0.0
+        self._device: Any = None
+        self.device_id = device
+        self._disk = self._open_disk(cache_dir)
+        if self._disk is not None:  # nvJitLink takes 50-150 ms to load: overlap it
+            threading.Thread(target=_probe_toolchain, name="specdsl-toolchain",
+                             daemon=True).start()
+        if device is None:
+            if target is None:
+                raise TargetError("a compile-only executor (device=None) needs a target, "
+                                  "e.g. Executor(None, target='sm_90')")
+            self.target = Target.parse(target)
+            return
+        self._device = self._open_device(device)
+        self.target = self._device_target(target)
+
+    # -- setup -------------------------------------------------------------------------
+
+    @staticmethod
+    def _open_disk(cache_dir: Any) -> DiskCache | None:
+        path = resolve_cache_dir(cache_dir)
+        if path is None:
+            return None
+        try:
+            return DiskCache(path)
+        except CacheDirError as exc:
+            if cache_dir is not None or os.environ.get("SPECDSL_CACHE_DIR"):
+                raise
+            warnings.warn(f"specdsl: disk cache off: {exc}", RuntimeWarning, stacklevel=3)
+            return None
+
+    def _open_device(self, ordinal: Any) -> Any:
+        if type(ordinal) is not int or ordinal < 0:
+            raise LaunchError(f"device must be a non-negative int ordinal or None "
+                              f"(got {ordinal!r})")
+        try:
+            from cuda.core import Device
+
+            device = Device(ordinal)
+            device.set_current()
+            props = device.properties
+            self.limits = DeviceLimits(
+                max_threads_per_block=props.max_threads_per_block,
+                max_block=(props.max_block_dim_x, props.max_block_dim_y, props.max_block_dim_z),
+                max_grid=(props.max_grid_dim_x, props.max_grid_dim_y, props.max_grid_dim_z),
+                shared_per_block=props.max_shared_memory_per_block,
+                shared_per_block_optin=props.max_shared_memory_per_block_optin,
+            )
+            self._default_stream = device.default_stream
+        except LaunchError:
+            raise
+        except Exception as exc:  # no libcuda, no device, driver too old
+            raise LaunchError(f"no CUDA device {ordinal}: {exc}") from None
+        self._default_handle = int(self._default_stream.handle)
+        from cuda.bindings import driver
+
+        self._driver = driver
+        self._success = driver.CUresult.CUDA_SUCCESS
+        self._launch_kernel = driver.cuLaunchKernel
+        return device
+
+    def _device_target(self, target: Target | str | None) -> Target:
+        major, minor = self._device.compute_capability
+        native = Target(major * 10 + minor)
+        if target is None:
+            return native
+        target = Target.parse(target)
+        t_major, t_minor = target.compute_capability
+        if t_major != major or t_minor > minor or (target.suffix and target.arch != native.arch):
+            raise TargetError(f"device {self.device_id} (sm_{native.arch}) cannot run cubins "
+                              f"for {target.sm}")
+        return target
+
+    # -- modules -----------------------------------------------------------------------
+
+    @property
+    def stats(self) -> ExecutorStats:
+        """A snapshot of the counters (see :class:`ExecutorStats`)."""
+        return ExecutorStats(
+            hits=self._hits, misses=self._misses, compiles=self._compiles,
+            compile_seconds=self._compile_seconds, disk_hits=self._disk_hits,
+            disk_rejected=self._disk.rejected if self._disk is not None else 0)
+
+    @property
+    def device(self) -> Any:
+        """The cuda.core ``Device``, or ``None`` for a compile-only executor."""
+        return self._device
+
+    @property
+    def disk_cache(self) -> DiskCache | None:
+        """The disk cache, or ``None`` when it is off."""
+        return self._disk
+
+    def module_key(self, spec: Any, key: str | None = None) -> str:
+        """The key ``spec`` is cached under: ``key``, else its ``key()``, else its derived key."""
+        return self._module_key(spec, key)[0]
+
+    def _module_key(self, spec: Any, key: str | None) -> tuple[str, bool]:
+        if key is not None:
+            if type(key) is not str or not key:
+                raise LaunchError(f"key must be a non-empty str (got {key!r})")
+            return key, True
+        written = hand_key(spec)
+        if written is not None:
+            return written, True
+        return derived_key(spec, self.target), False
+
+    def ensure_module(self, spec: Any, key: str | None = None) -> Module:
+        """The module for ``spec``, compiled (or read from disk) on the first request.
+
+        On a hit under a hand-written key, while key checking is on and not suspended,
+        the ledger proves that ``spec`` renders the PTX compiled under that key. On a
+        miss the ledger records what is compiled. Concurrent requests for one new key
+        compile it once; a failed build raises in every waiting thread and is not cached.
+
+        Args:
+            spec: a request.
+            key: a hand-written module key; by default the spec's ``key()`` or, without
+                one, its derived key.
+
+        Returns:
+            The :class:`Module`.
+
+        Raises:
+            IncompleteKeyError: the hand-written key was first compiled for a request
+                whose PTX differs from ``spec``'s.
+            RenderError, CompileError: the request cannot be rendered or compiled.
+            TypeError: ``spec`` is not a kernel spec.
+        """
+        module_key, written = self._module_key(spec, key)
+        module = self._modules.get(module_key)
+        if module is None:
+            module = self._build_once(module_key, spec, written)
+            if module.spec is spec:
+                return module
+        else:
+            self._hits += 1
+        if written and _ledger.checking_enabled() and not _ledger.proof_suspended():
+            self.ledger.prove(module_key, spec, self.target)
+        return module
+
+    def _build_once(self, module_key: str, spec: Any, written: bool) -> Module:
+        with self._lock:
+            module = self._modules.get(module_key)
+            if module is not None:
+                self._hits += 1
+                return module
+            future = self._pending.get(module_key)
+            owner = future is None
+            if owner:
+                future = self._pending[module_key] = Future()
+        if not owner:
+            self._hits += 1
+            return future.result()
+        try:
+            module = self._build(module_key, spec, written)
+        except BaseException as exc:
+            with self._lock:
+                del self._pending[module_key]
+            future.set_exception(exc)
+            raise
+        with self._lock:
+            self._modules[module_key] = module
+            del self._pending[module_key]
+        future.set_result(module)
+        return module
+
+    def _build(self, module_key: str, spec: Any, written: bool) -> Module:
+        import hashlib
+
+        self._misses += 1
+        info = spec_info(spec)
+        ptx = render(spec, self.target)
+        derived = derived_key(spec, self.target)
+        signature = parse_entry(ptx, info.entry)
+        cubin, log, from_disk, key_bytes = None, "", False, None
+        if self._disk is not None:
+            key_bytes = disk_key(derived_key=derived,
+                                 ptx_sha256=hashlib.sha256(ptx.encode()).hexdigest(),
+                                 target=self.target.sm, options=link_options(self.target),
+                                 toolchain=toolchain_version())
+            cubin = self._disk.get(key_bytes)
+            from_disk = cubin is not None
+        if cubin is None:
+            compiled = compile_ptx(ptx, self.target, spec=spec)
+            cubin, log = compiled.cubin, compiled.log
+            with self._lock:
+                self._compiles += 1
+                self._compile_seconds += compiled.seconds
+            if key_bytes is not None:
+                self._disk.put(key_bytes, cubin)
+        else:
+            self._disk_hits += 1
+        module = Module(key=module_key, derived_key=derived, spec=spec, target=self.target,
+                        cubin=cubin, log=log, from_disk=from_disk, signature=signature)
+        if self._device is not None:
+            self._load(module)
+        if written:
+            self.ledger.record(module_key, spec, self.target, ptx)
+        return module
+
+    def _load(self, module: Module) -> None:
+        import ctypes
+
+        from cuda.core import ObjectCode
+
+        entry = module.signature.entry
+        module.kernel = ObjectCode.from_cubin(module.cubin).get_kernel(entry)
+        attributes = module.kernel.attributes
+        module.kernel_threads = attributes.max_threads_per_block
+        module.static_shared = attributes.shared_size_bytes
+        module.function = int(module.kernel.handle)
+        packer = ArgumentPacker(module.signature, device_id=self.device_id)
+        module.packer = packer
+        params = bytearray(max(packer.size, 8))
+        base = ctypes.addressof((ctypes.c_char * len(params)).from_buffer(params))
+        pointers = (ctypes.c_void_p * max(packer.count, 1))(
+            *[base + offset for offset in packer.offsets] or [0])
+        module.params = params
+        module.params_address = ctypes.addressof(pointers) if packer.count else 0
+        module.keepalive = pointers
+
+    # -- launches ----------------------------------------------------------------------
+
+    def launch(self, spec: Any, *args: Any, grid: Any, block: Any, stream: Any = None,
+               shared_mem: int = 0, key: str | None = None) -> None:
+        """Launch ``spec``'s kernel with ``args`` in ``.param`` order.
+
+        Everything is checked before anything reaches the GPU: the argument count, each
+        argument against its ``.param`` (see :mod:`specdsl.arguments`), the grid and
+        block against the device's and the kernel's limits, and dynamic shared memory
+        against the opt-in limit (a kernel is opted in above 48 KB automatically).
+
+        Args:
+            spec: the request.
+            *args: one argument per kernel parameter: device arrays (torch, CuPy, any
+                DLPack or ``__cuda_array_interface__`` object), cuda.core ``Buffer``\\ s,
+                device pointers as ints, Python or NumPy scalars.
+            grid: CTAs, an int or a tuple of 1-3 ints.
+            block: threads per CTA, an int or a tuple of 1-3 ints.
+            stream: a cuda.core ``Stream``, an object with ``__cuda_stream__`` or a
+                ``torch.cuda.Stream``; by default the device's default stream.
+            shared_mem: dynamic shared memory per CTA, in bytes.
+            key: a hand-written module key (see :meth:`ensure_module`).
+
+        Raises:
+            LaunchError: a compile-only executor, a bad argument, geometry or stream (the
+                message names the parameter and what it expects), or a driver error.
+            IncompleteKeyError: see :meth:`ensure_module`.
+        """
+        try:
+            module, proven = self._memo[(spec, key)]
+        except KeyError:
+            module, proven = self._remember(spec, key)
+        except TypeError:
+            raise LaunchError(f"spec must be a kernel spec request and key a str "
+                              f"(got {type(spec).__qualname__}, {key!r})") from None
+        else:
+            self._hits += 1
+            if not proven and _ledger.checking_enabled() and not _ledger.proof_suspended():
+                module, proven = self._remember(spec, key)
+        handle = self._default_handle if stream is None else stream_handle(stream)
+        values = module.packer.values(args, handle)
+        geometry = module.geometries.get((_dims(grid), _dims(block), shared_mem)) \
+            if type(shared_mem) is int else None
+        if geometry is None:
+            geometry = self._geometry(module, grid, block, shared_mem)
+        (gx, gy, gz), (bx, by, bz) = geometry.grid, geometry.block
+        with module.lock:
+            struct.pack_into(module.packer.fmt, module.params, 0, *values)
+            (err,) = self._launch_kernel(module.function, gx, gy, gz, bx, by, bz,
+                                         geometry.shared_mem, handle, module.params_address, 0)
+        if err != self._success:
+            self._launch_failed(err, module, geometry, handle, values)
+
+    def _remember(self, spec: Any, key: str | None) -> tuple[Module, bool]:
+        if self._device is None:
+            raise LaunchError(f"this executor is compile-only (device=None, target "
+                              f"{self.target.sm}): it cannot launch")
+        module = self.ensure_module(spec, key)
+        proven = _ledger.checking_enabled() and not _ledger.proof_suspended()
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[(spec, key)] = (module, proven)
+        return module, proven
+
+    def _geometry(self, module: Module, grid: Any, block: Any, shared_mem: Any) -> Geometry:
+        geometry = check_geometry(grid, block, shared_mem, self.limits,
+                                  kernel_threads=module.kernel_threads,
+                                  static_shared=module.static_shared,
+                                  entry=module.signature.entry)
+        if geometry.shared_mem > module.dynamic_shared_set and \
+                geometry.shared_mem + module.static_shared > self.limits.shared_per_block:
+            self._opt_in_shared(module, geometry.shared_mem)
+        g, b = _dims(grid), _dims(block)
+        if g is not None and b is not None and type(shared_mem) is int:
+            if len(module.geometries) >= 1024:
+                module.geometries.clear()
+            module.geometries[(g, b, shared_mem)] = geometry
+        return geometry
+
+    def _opt_in_shared(self, module: Module, size: int) -> None:
+        driver = self._driver
+        attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        (err,) = driver.cuFuncSetAttribute(driver.CUfunction(module.function), attribute, size)
+        if err != self._success:
+            raise LaunchError(f"{module.signature.entry}: cannot opt in to {size} bytes of "
+                              f"dynamic shared memory: {err.name}")
+        module.dynamic_shared_set = size
+
+    def _launch_failed(self, err: Any, module: Module, geometry: Geometry, handle: int,
+                       values: list[Any]) -> None:
+        driver = self._driver
+        if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+            # a thread that never made the device current: do so once, then retry
+            self._device.set_current()
+            with module.lock:
+                struct.pack_into(module.packer.fmt, module.params, 0, *values)
+                (err,) = self._launch_kernel(
+                    module.function, *geometry.grid, *geometry.block, geometry.shared_mem,
+                    handle, module.params_address, 0)
+            if err == self._success:
+                return
+        raise LaunchError(f"{module.signature.entry}: cuLaunchKernel failed with {err.name} "
+                          f"(grid {geometry.grid}, block {geometry.block}, shared_mem "
+                          f"{geometry.shared_mem})")
+
+
+def _dims(value: Any) -> tuple[int, int, int] | None:
+    """``value`` as a 3-tuple if it is exactly ints (no bools or floats), else ``None``."""
+    if type(value) is tuple:
+        if len(value) == 3:
+            x, y, z = value
+            if type(x) is int and type(y) is int and type(z) is int:
+                return value
+            return None
+        if all(type(v) is int for v in value):
+            return (value + (1, 1))[:3] if value else None
+        return None
+    if type(value) is int:
+        return (value, 1, 1)
+    return None
+
+
+def _probe_toolchain() -> None:
+    try:
+        toolchain_version()
+    except Exception:  # reported where it is needed: the first disk-cache lookup
+        pass

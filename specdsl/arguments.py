@@ -1,0 +1,448 @@
+"""Launch arguments: checked against a kernel's parsed ``.entry`` signature and packed.
+
+Everything here is plain Python: it runs (and is tested) without a GPU. An
+:class:`ArgumentPacker` is built once per module; each launch calls
+:meth:`ArgumentPacker.values`, which refuses a bad argument with a
+:class:`~specdsl.errors.LaunchError` naming the parameter and what it expects, and
+returns the values in the order of :attr:`ArgumentPacker.fmt`, a :mod:`struct`
+format that lays the parameters out as the driver reads them (each at its natural
+alignment, as the PTX ISA's ``.param`` state space lays them out, section 5.1.6).
+
+Accepted arguments:
+
+* a pointer parameter (``.ptr``): a device pointer as an ``int``, a cuda.core
+  ``Buffer``, a torch tensor, or any object with ``__cuda_array_interface__`` or
+  DLPack (read through cuda.core's ``StridedMemoryView``); arrays must live on the
+  executor's device, be C-contiguous and meet the parameter's ``.align``;
+* an integer parameter: a Python or NumPy integer in the type's range (a bool only
+  for 8-bit parameters);
+* a float parameter: a Python or NumPy float, or an integer the type holds exactly;
+* a ``.b8 name[N]`` aggregate: ``N`` bytes (``bytes``, ``bytearray``, a NumPy array).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Callable
+
+import attrs
+
+from .errors import LaunchError
+from .ptx import EntrySignature, Param
+
+__all__ = [
+    "ArgumentPacker", "DeviceLimits", "Geometry", "check_geometry", "stream_handle",
+]
+
+_FORMAT = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h", "s32": "i",
+           "s64": "q", "b8": "B", "b16": "H", "b32": "I", "b64": "Q", "f16": "e", "f32": "f",
+           "f64": "d"}
+# Largest finite value of each float type (IEEE 754 binary16/32/64).
+_FLOAT_MAX = {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}
+# Integers a float type holds exactly: |v| <= 2**(mantissa bits + 1).
+_FLOAT_EXACT = {16: 2**11, 32: 2**24, 64: 2**53}
+
+Converter = Callable[[Any, int], Any]
+
+
+def _what(value: Any) -> str:
+    kind = type(value)
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    module = "" if kind.__module__ == "builtins" else kind.__module__ + "."
+    return f"{text} of type {module}{kind.__qualname__}"
+
+
+def _is_int(value: Any) -> bool:
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is bool:
+        return False
+    return kind.__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iu" \
+        and getattr(value, "ndim", 1) == 0
+
+
+def _is_float(value: Any) -> bool:
+    kind = type(value)
+    if kind is float:
+        return True
+    return kind.__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind == "f" \
+        and getattr(value, "ndim", 1) == 0
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool or type(value).__name__ == "bool_"
+
+
+class ArgumentPacker:
+    """Checks and packs the arguments of one kernel, from its parsed signature.
+
+    Args:
+        signature: the kernel's parameters (from :func:`specdsl.ptx.parse_entry`).
+        device_id: the ordinal of the device the kernel runs on; arrays elsewhere are
+            refused. ``None`` skips the device check.
+
+    Attributes:
+        fmt: a little-endian :mod:`struct` format of the whole parameter buffer.
+        offsets: the byte offset of each parameter in that buffer.
+        size: the buffer's size, in bytes.
+    """
+
+    def __init__(self, signature: EntrySignature, *, device_id: int | None = None) -> None:
+        self.signature = signature
+        self.device_id = device_id
+        self.count = len(signature.params)
+        fmt, offsets, offset = ["<"], [], 0
+        for param in signature.params:
+            align = param.param_align
+            pad = -offset % align
+            if pad:
+                fmt.append(f"{pad}x")
+            offset += pad
+            offsets.append(offset)
+            fmt.append(f"{param.size}s" if param.count is not None else _FORMAT[param.type])
+            offset += param.size
+        self.fmt = "".join(fmt)
+        self.offsets = tuple(offsets)
+        self.size = offset
+        self._converters: tuple[Converter, ...] = tuple(
+            self._converter(param) for param in signature.params)
+        self._pairs = tuple(zip(self._converters, signature.params))
+
+    def values(self, args: tuple[Any, ...], stream: int = 0) -> list[Any]:
+        """The checked values of ``args``, ready for ``struct.pack(self.fmt, *values)``.
+
+        Args:
+            args: one argument per ``.param``, in order.
+            stream: the launch stream's handle, passed to DLPack and
+                ``__cuda_array_interface__`` producers so they can order their work.
+
+        Raises:
+            LaunchError: a wrong argument count, or an argument its parameter cannot
+                take; the message names the kernel, the parameter and the expectation.
+        """
+        if len(args) != self.count:
+            names = ", ".join(self.signature.names) or "none"
+            raise LaunchError(
+                f"{self.signature.entry} takes {self.count} argument(s) ({names}), "
+                f"got {len(args)}")
+        return [convert(value, stream) for convert, value in zip(self._converters, args)]
+
+    def pack(self, args: tuple[Any, ...], stream: int = 0) -> bytes:
+        """The parameter buffer for ``args``, as the driver would copy it (for tests and tools)."""
+        return struct.pack(self.fmt, *self.values(args, stream))
+
+    # -- per-parameter converters -------------------------------------------------
+
+    def _fail(self, param: Param, expected: str, value: Any) -> LaunchError:
+        return LaunchError(f"{self.signature.entry}: parameter {param.name!r} "
+                           f"({param.describe()}) expects {expected} (got {_what(value)})")
+
+    def _converter(self, param: Param) -> Converter:
+        if param.count is not None:
+            return self._aggregate(param)
+        if param.is_ptr:
+            return self._pointer(param)
+        if param.kind == "f":
+            return self._float(param)
+        return self._integer(param)
+
+    def _integer(self, param: Param) -> Converter:
+        bits, kind = param.bits, param.kind
+        low = -(1 << (bits - 1)) if kind in "sb" else 0
+        high = (1 << bits) if kind in "ub" else (1 << (bits - 1))
+        mask = (1 << bits) - 1
+        wrap = kind == "b"
+        allow_bool = bits == 8
+        if kind == "u":
+            expected = f"an int in [0, 2**{bits})"
+        elif kind == "s":
+            expected = f"an int in [-2**{bits - 1}, 2**{bits - 1})"
+        else:
+            expected = f"an int in [-2**{bits - 1}, 2**{bits})"
+        fail = self._fail
+
+        def convert(value: Any, stream: int) -> int:
+            if type(value) is int:
+                if low <= value < high:
+                    return value & mask if wrap else value
+                raise fail(param, expected, value)
+            if allow_bool and _is_bool(value):
+                return int(value)
+            if _is_int(value):
+                return convert(int(value), stream)
+            if _is_bool(value):
+                raise fail(param, expected + " (a bool is only taken by 8-bit parameters)",
+                           value)
+            raise fail(param, expected, value)
+
+        return convert
+
+    def _float(self, param: Param) -> Converter:
+        bits = param.bits
+        largest, exact = _FLOAT_MAX[bits], _FLOAT_EXACT[bits]
+        expected = f"a float (finite values up to {largest:g} in magnitude)"
+        fail = self._fail
+
+        def convert(value: Any, stream: int) -> float:
+            if type(value) is float or _is_float(value):
+                x = float(value)
+                if abs(x) <= largest or not math.isfinite(x):
+                    return x
+                raise fail(param, expected, value)
+            if _is_int(value) and not _is_bool(value):
+                if -exact <= int(value) <= exact:
+                    return float(value)
+                raise fail(param, f"a float, or an int it holds exactly (|n| <= 2**"
+                                  f"{exact.bit_length() - 1})", value)
+            raise fail(param, expected, value)
+
+        return convert
+
+    def _aggregate(self, param: Param) -> Converter:
+        size = param.size
+        fail = self._fail
+
+        def convert(value: Any, stream: int) -> bytes:
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                data = bytes(value)
+            elif type(value).__module__ == "numpy" and hasattr(value, "tobytes"):
+                data = value.tobytes()
+            else:
+                raise fail(param, f"{size} bytes (bytes or a NumPy array)", value)
+            if len(data) != size:
+                raise fail(param, f"exactly {size} bytes", value)
+            return data
+
+        return convert
+
+    def _pointer(self, param: Param) -> Converter:
+        limit = 1 << param.bits
+        align = param.align or 1
+        device_id = self.device_id
+        fail = self._fail
+        expected = ("a device array (DLPack or __cuda_array_interface__), a cuda.core Buffer "
+                    "or a device pointer int")
+
+        def convert(value: Any, stream: int) -> int:
+            if type(value) is int:
+                address = value
+            else:
+                reader = _READERS.get(type(value))
+                if reader is None:
+                    reader = _reader_for(type(value))
+                if reader is None or _is_bool(value):
+                    raise fail(param, expected, value)
+                address, device, problem = reader(value, stream)
+                if problem:
+                    raise fail(param, f"{expected} ({problem})", value)
+                if device_id is not None and device is not None and device != device_id:
+                    raise fail(param, f"memory on device {device_id}, not device {device}",
+                               value)
+            if not 0 <= address < limit:
+                raise fail(param, f"a device address in [0, 2**{param.bits})", value)
+            if address % align:
+                raise fail(param, f"an address aligned to {align} bytes (.align {align}); "
+                                  f"{address:#x} is {address % align} bytes past a boundary",
+                           value)
+            return address
+
+        return convert
+
+
+# -- pointer readers: type -> (value, stream) -> (address, device or None, problem or "")
+
+Reader = Callable[[Any, int], "tuple[int, int | None, str]"]
+_READERS: dict[type, Reader] = {}
+
+
+def _read_int_like(value: Any, stream: int) -> tuple[int, int | None, str]:
+    return int(value), None, ""
+
+
+def _read_buffer(value: Any, stream: int) -> tuple[int, int | None, str]:
+    if value.is_closed:
+        return 0, None, "the Buffer is closed"
+    if not value.is_device_accessible:
+        return 0, None, "the Buffer is not device-accessible"
+    return int(value.handle), value.device_id, ""
+
+
+def _read_torch(value: Any, stream: int) -> tuple[int, int | None, str]:
+    # torch's DLPack and CAI exports cost microseconds; data_ptr() reads the same address.
+    if not value.is_cuda:
+        return 0, None, f"the tensor is on {value.device}, not a CUDA device"
+    if not value.is_contiguous():
+        return 0, None, "the tensor is not contiguous"
+    return value.data_ptr(), value.get_device(), ""
+
+
+def _read_view(value: Any, stream: int) -> tuple[int, int | None, str]:
+    from cuda.core.utils import StridedMemoryView
+
+    try:
+        view = StridedMemoryView.from_any_interface(value, stream_ptr=stream)
+    except Exception as exc:  # the producer refused the export
+        return 0, None, f"its array interface failed: {exc}"
+    if not view.is_device_accessible:
+        return 0, None, "the array is in host memory"
+    strides = view.strides
+    if strides is not None and view.size > 1:
+        expected, step = [], 1
+        for extent in reversed(view.shape):
+            expected.append(step)
+            step *= extent
+        if tuple(s for s, n in zip(strides, view.shape) if n > 1) != tuple(
+                s for s, n in zip(reversed(expected), view.shape) if n > 1):
+            return 0, None, "the array is not C-contiguous"
+    return view.ptr, view.device_id, ""
+
+
+def _reader_for(kind: type) -> Reader | None:
+    module = kind.__module__ or ""
+    if kind is bool:
+        return None
+    if module == "numpy" and kind.__name__.startswith(("int", "uint")):
+        reader: Reader | None = _read_int_like  # a NumPy integer scalar holding an address
+    elif module.startswith("cuda.core") and kind.__name__ == "Buffer":
+        reader = _read_buffer
+    elif module.startswith("torch") and hasattr(kind, "data_ptr") and hasattr(kind, "is_cuda"):
+        reader = _read_torch
+    elif hasattr(kind, "__cuda_array_interface__") or hasattr(kind, "__dlpack__"):
+        reader = _read_view
+    else:
+        reader = None
+    if reader is not None:
+        _READERS[kind] = reader
+    return reader
+
+
+# -- streams ---------------------------------------------------------------------------
+
+_STREAMS: dict[type, Callable[[Any], int]] = {}
+
+
+def stream_handle(stream: Any) -> int:
+    """The ``CUstream`` handle of a stream object, as an int.
+
+    Accepts a cuda.core ``Stream``, any object with ``__cuda_stream__`` (returning
+    ``(version, handle)``), and objects with an int ``cuda_stream`` attribute
+    (``torch.cuda.Stream``).
+
+    Raises:
+        LaunchError: anything else (a raw int is refused: it says nothing of its device).
+    """
+    reader = _STREAMS.get(type(stream))
+    if reader is None:
+        kind = type(stream)
+        if hasattr(kind, "__cuda_stream__"):
+            def reader(s: Any) -> int:
+                return int(s.__cuda_stream__()[1])
+        elif isinstance(getattr(stream, "cuda_stream", None), int):
+            def reader(s: Any) -> int:
+                return int(s.cuda_stream)
+        else:
+            raise LaunchError(
+                f"stream must be a cuda.core Stream, an object with __cuda_stream__ or a "
+                f"torch.cuda.Stream (got {_what(stream)})")
+        _STREAMS[kind] = reader
+    return reader(stream)
+
+
+# -- launch geometry -------------------------------------------------------------------
+
+
+@attrs.frozen
+class DeviceLimits:
+    """A device's launch limits (CUDA Programming Guide, "Compute Capabilities", table 21).
+
+    Attributes:
+        max_threads_per_block: threads per CTA.
+        max_block: largest block extent in x, y, z.
+        max_grid: largest grid extent in x, y, z, in CTAs.
+        shared_per_block: dynamic + static shared memory without opting in, in bytes.
+        shared_per_block_optin: the most a kernel may opt in to, in bytes.
+    """
+
+    max_threads_per_block: int = 1024
+    max_block: tuple[int, int, int] = (1024, 1024, 64)
+    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    shared_per_block: int = 48 * 1024
+    shared_per_block_optin: int = 227 * 1024
+
+
+@attrs.frozen
+class Geometry:
+    """A checked launch geometry: grid and block as 3-tuples, dynamic shared memory in bytes."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+
+
+def _dims(label: str, value: Any) -> tuple[int, int, int]:
+    items = (value,) if _is_int(value) or _is_bool(value) else value
+    if not isinstance(items, (tuple, list)) or not 1 <= len(items) <= 3:
+        raise LaunchError(f"{label} must be a positive int or a tuple of 1 to 3 positive ints "
+                          f"(got {_what(value)})")
+    out = []
+    for axis, item in zip("xyz", items):
+        if not _is_int(item):
+            raise LaunchError(f"{label}.{axis} must be an int (got {_what(item)})")
+        if int(item) < 1:
+            raise LaunchError(f"{label}.{axis} must be at least 1 (got {int(item)})")
+        out.append(int(item))
+    while len(out) < 3:
+        out.append(1)
+    return (out[0], out[1], out[2])
+
+
+def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits, *,
+                   kernel_threads: int | None = None, static_shared: int = 0,
+                   entry: str = "kernel") -> Geometry:
+    """Check a launch's grid, block and dynamic shared memory against device limits.
+
+    Args:
+        grid: CTAs, an int or a tuple of 1-3 ints.
+        block: threads per CTA, an int or a tuple of 1-3 ints.
+        shared_mem: dynamic shared memory per CTA, in bytes.
+        limits: the device's limits.
+        kernel_threads: the kernel's own threads-per-CTA limit (it can be below the
+            device's when the kernel uses many registers), if known.
+        static_shared: the kernel's static shared memory, in bytes.
+        entry: the kernel's name, for messages.
+
+    Raises:
+        LaunchError: a non-int, zero or negative extent, or a limit exceeded; the message
+            names the limit.
+    """
+    g = _dims(f"{entry}: grid", grid)
+    b = _dims(f"{entry}: block", block)
+    for axis, extent, top in zip("xyz", g, limits.max_grid):
+        if extent > top:
+            raise LaunchError(f"{entry}: grid.{axis} = {extent} exceeds the device's {top}")
+    for axis, extent, top in zip("xyz", b, limits.max_block):
+        if extent > top:
+            raise LaunchError(f"{entry}: block.{axis} = {extent} exceeds the device's {top}")
+    threads = b[0] * b[1] * b[2]
+    cap = limits.max_threads_per_block
+    if kernel_threads is not None and kernel_threads < cap:
+        cap = kernel_threads
+    if threads > cap:
+        why = "the kernel's (register use)" if cap != limits.max_threads_per_block else \
+            "the device's"
+        raise LaunchError(f"{entry}: block of {threads} threads exceeds {why} limit of {cap}")
+    if not _is_int(shared_mem):
+        raise LaunchError(f"{entry}: shared_mem must be an int number of bytes "
+                          f"(got {_what(shared_mem)})")
+    shared = int(shared_mem)
+    if shared < 0:
+        raise LaunchError(f"{entry}: shared_mem must be >= 0 bytes (got {shared})")
+    if static_shared + shared > limits.shared_per_block_optin:
+        raise LaunchError(
+            f"{entry}: {shared} bytes of dynamic shared memory plus {static_shared} static "
+            f"exceed the device's opt-in limit of {limits.shared_per_block_optin} bytes per CTA")
+    return Geometry(g, b, shared)

@@ -1,0 +1,236 @@
+"""Argument checking and packing against parsed signatures: no GPU needed."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from specdsl import LaunchError, render
+from specdsl.arguments import ArgumentPacker, DeviceLimits, check_geometry, stream_handle
+from specdsl.kernels import VectorAdd
+from specdsl.ptx import parse_entry
+
+
+def _packer(params: str, device_id: int | None = 0) -> ArgumentPacker:
+    ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({params})\n{{ ret; }}\n"
+    return ArgumentPacker(parse_entry(ptx, "k"), device_id=device_id)
+
+
+@pytest.fixture(scope="module")
+def vector_add() -> ArgumentPacker:
+    return ArgumentPacker(parse_entry(render(VectorAdd()), "vector_add"), device_id=0)
+
+
+def test_vector_add_packs_four_u64(vector_add):
+    """Pointers and the count pack as four little-endian u64 values."""
+    assert vector_add.pack((0x1000, 0x2000, 0x3000, 1024)) == struct.pack("<4Q", 0x1000, 0x2000,
+                                                                          0x3000, 1024)
+
+
+def test_argument_count(vector_add):
+    """Three arguments for four parameters names all four."""
+    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
+        vector_add.values((0x1000, 0x2000, 0x3000))
+
+
+def test_negative_count_refused(vector_add):
+    """-1 for the .u64 count is refused, naming n."""
+    with pytest.raises(LaunchError, match=r"parameter 'n' \(\.u64 n\) expects an int in \[0, 2\*\*64\) \(got -1"):
+        vector_add.values((0x1000, 0x2000, 0x3000, -1))
+
+
+def test_float_for_int_refused(vector_add):
+    """1024.0 for the count is refused (a float for an int parameter)."""
+    with pytest.raises(LaunchError, match=r"'n'.*got 1024\.0 of type float"):
+        vector_add.values((0x1000, 0x2000, 0x3000, 1024.0))
+
+
+def test_misaligned_pointer_refused(vector_add):
+    """A pointer 8 bytes past a 16-byte boundary is refused, naming .align 16."""
+    with pytest.raises(LaunchError, match=r"'b'.*aligned to 16 bytes \(\.align 16\); 0x2008"):
+        vector_add.values((0x1000, 0x2008, 0x3000, 4))
+
+
+def test_host_array_for_pointer_refused(vector_add):
+    """A NumPy (host) array for a pointer parameter is refused as host memory."""
+    with pytest.raises(LaunchError, match=r"'a'.*host memory"):
+        vector_add.values((np.zeros(4, np.float32), 0x2000, 0x3000, 4))
+
+
+def test_array_for_scalar_refused(vector_add):
+    """An array for the count is refused: scalars take scalars."""
+    with pytest.raises(LaunchError, match=r"'n'.*expects an int"):
+        vector_add.values((0x1000, 0x2000, 0x3000, np.array([4], np.uint64)))
+
+
+def test_string_for_pointer_refused(vector_add):
+    """A str for a pointer says what a pointer parameter takes."""
+    with pytest.raises(LaunchError, match=r"'out'.*expects a device array \(DLPack or "
+                                          r"__cuda_array_interface__\), a cuda.core Buffer"):
+        vector_add.values((0x1000, 0x2000, "0x3000", 4))
+
+
+def test_numpy_integer_pointer_accepted(vector_add):
+    """A NumPy integer holding an address is a pointer like an int."""
+    assert vector_add.values((np.uint64(0x1000), 0x2000, 0x3000, np.uint64(7)))[0] == 0x1000
+
+
+def test_u32_range():
+    """.u32 takes [0, 2**32): 2**32 and -1 are refused, 2**32-1 packs."""
+    packer = _packer(".param .u32 n")
+    assert packer.values((2**32 - 1,)) == [2**32 - 1]
+    for bad in (2**32, -1):
+        with pytest.raises(LaunchError, match=r"\.u32 n\) expects an int in \[0, 2\*\*32\)"):
+            packer.values((bad,))
+
+
+def test_s32_range():
+    """.s32 takes [-2**31, 2**31)."""
+    packer = _packer(".param .s32 n")
+    assert packer.pack((-(2**31),)) == struct.pack("<i", -(2**31))
+    with pytest.raises(LaunchError, match=r"\[-2\*\*31, 2\*\*31\)"):
+        packer.values((2**31,))
+
+
+def test_b32_takes_both_signs_as_bits():
+    """.b32 is untyped: -1 packs as 0xFFFFFFFF."""
+    assert _packer(".param .b32 x").pack((-1,)) == b"\xff\xff\xff\xff"
+
+
+def test_bool_only_for_8_bit():
+    """A bool is refused for .u32 and taken by .u8."""
+    with pytest.raises(LaunchError, match="a bool is only taken by 8-bit parameters"):
+        _packer(".param .u32 flag").values((True,))
+    assert _packer(".param .u8 flag").values((True,)) == [1]
+
+
+def test_numpy_scalar_of_wrong_kind_refused():
+    """np.float32 for a .u32 is refused; np.uint32 in range is taken."""
+    packer = _packer(".param .u32 n")
+    assert packer.values((np.uint32(7),)) == [7]
+    with pytest.raises(LaunchError, match="np.float32|numpy.float32"):
+        packer.values((np.float32(7),))
+
+
+def test_f32_packs_nearest_and_refuses_overflow():
+    """0.1 packs as f32's nearest; 1e39 (beyond f32's range) is refused."""
+    packer = _packer(".param .f32 eps")
+    assert packer.pack((0.1,)) == struct.pack("<f", np.float32(0.1))
+    with pytest.raises(LaunchError, match=r"\.f32 eps\) expects a float"):
+        packer.values((1e39,))
+
+
+def test_int_for_float_only_if_exact():
+    """An int within 2**24 is taken by .f32; 2**24 + 1 (not representable) is refused."""
+    packer = _packer(".param .f32 x")
+    assert packer.values((3,)) == [3.0]
+    with pytest.raises(LaunchError, match=r"an int it holds exactly \(\|n\| <= 2\*\*24\)"):
+        packer.values((2**24 + 1,))
+
+
+def test_bool_for_float_refused():
+    """True for an .f32 is refused."""
+    with pytest.raises(LaunchError, match=r"\.f32 x\) expects a float"):
+        _packer(".param .f32 x").values((True,))
+
+
+def test_layout_pads_to_natural_alignment():
+    """A .u32 then a .u64: 4 bytes of padding before the u64 (offsets 0 and 8)."""
+    packer = _packer(".param .u32 n, .param .u64 .ptr .global .align 4 p")
+    assert packer.offsets == (0, 8) and packer.size == 16
+    assert packer.pack((5, 0x40)) == struct.pack("<I4xQ", 5, 0x40)
+
+
+def test_aggregate_takes_exact_bytes():
+    """A .b8 s[8] takes 8 bytes and refuses 7."""
+    packer = _packer(".param .align 8 .b8 s[8]")
+    assert packer.pack((bytes(range(8)),)) == bytes(range(8))
+    with pytest.raises(LaunchError, match="exactly 8 bytes"):
+        packer.values((bytes(7),))
+
+
+def test_null_pointer_is_allowed():
+    """0 (NULL) passes a pointer parameter: optional pointers are a kernel's business."""
+    assert _packer(".param .u64 .ptr .global .align 16 p").values((0,)) == [0]
+
+
+class _FakeStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+class _TorchLikeStream:
+    cuda_stream = 0x5678
+
+
+def test_stream_protocols():
+    """__cuda_stream__ and a torch-style cuda_stream attribute both give the handle."""
+    assert stream_handle(_FakeStream(0x1234)) == 0x1234
+    assert stream_handle(_TorchLikeStream()) == 0x5678
+
+
+def test_raw_int_stream_refused():
+    """A bare int is not a stream."""
+    with pytest.raises(LaunchError, match="stream must be a cuda.core Stream"):
+        stream_handle(7)
+
+
+LIMITS = DeviceLimits()
+
+
+def test_geometry_normalizes_ints():
+    """grid=4, block=(128,) becomes (4,1,1) and (128,1,1)."""
+    geometry = check_geometry(4, (128,), 0, LIMITS)
+    assert (geometry.grid, geometry.block, geometry.shared_mem) == ((4, 1, 1), (128, 1, 1), 0)
+
+
+@pytest.mark.parametrize("grid, message", [
+    (0, r"grid\.x must be at least 1 \(got 0\)"),
+    ((2, -1), r"grid\.y must be at least 1 \(got -1\)"),
+    (2.0, r"grid must be a positive int or a tuple"),
+    ((2, 1.0), r"grid\.y must be an int"),
+    ((True,), r"grid\.x must be an int"),
+    ((1, 1, 1, 1), r"tuple of 1 to 3"),
+    ((1, 65536), r"grid\.y = 65536 exceeds the device's 65535"),
+])
+def test_bad_grids(grid, message):
+    """Zero, negative, float, bool, 4-D and too-large grids are refused by name."""
+    with pytest.raises(LaunchError, match=message):
+        check_geometry(grid, 128, 0, LIMITS)
+
+
+def test_block_over_device_threads():
+    """(32, 64) = 2048 threads exceeds the device's 1024."""
+    with pytest.raises(LaunchError, match="2048 threads exceeds the device's limit of 1024"):
+        check_geometry(1, (32, 64), 0, LIMITS)
+
+
+def test_block_z_limit():
+    """block.z = 128 exceeds the device's 64."""
+    with pytest.raises(LaunchError, match=r"block\.z = 128 exceeds the device's 64"):
+        check_geometry(1, (1, 1, 128), 0, LIMITS)
+
+
+def test_block_over_kernel_threads():
+    """A kernel limited to 512 threads (register use) refuses a 1024-thread block."""
+    with pytest.raises(LaunchError, match=r"kernel's \(register use\) limit of 512"):
+        check_geometry(1, 1024, 0, LIMITS, kernel_threads=512)
+
+
+def test_shared_memory_opt_in_limit():
+    """Dynamic plus static shared memory above the opt-in limit is refused; at it, taken."""
+    limit = LIMITS.shared_per_block_optin
+    assert check_geometry(1, 32, limit - 1024, LIMITS, static_shared=1024).shared_mem == limit - 1024
+    with pytest.raises(LaunchError, match=f"exceed the device's opt-in limit of {limit} bytes"):
+        check_geometry(1, 32, limit - 1023, LIMITS, static_shared=1024)
+
+
+def test_negative_shared_memory_refused():
+    """shared_mem=-1 is refused."""
+    with pytest.raises(LaunchError, match=r"shared_mem must be >= 0 bytes \(got -1\)"):
+        check_geometry(1, 32, -1, LIMITS)

@@ -1,0 +1,244 @@
+"""The executor without a GPU: compile-only modules, caching, the ledger, threads, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import specdsl.executor as executor_module
+from specdsl import (
+    CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, baked,
+    derived_key, kernel_spec, key_checking, launch,
+)
+from specdsl.compile import compile_ptx, ptx_excerpt
+from specdsl.grid import representative_request
+from specdsl.kernels import ALL, VectorAdd
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class HandKeyedAdd:
+    """VectorAdd's template under a legacy key that forgets the dtype (on purpose)."""
+
+    dtype: DType = baked(DType.F32)
+    block: int = launch(256)
+
+    def key(self) -> str:
+        return "vadd"
+
+
+@pytest.fixture
+def executor(tmp_path):
+    return Executor(None, target="sm_90", cache_dir="off")
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
+def test_compile_only_every_builtin(executor, cls):
+    """Every built-in kernel's representative request compiles to an sm_90 ELF cubin."""
+    module = executor.ensure_module(representative_request(cls))
+    assert module.cubin[:4] == b"\x7fELF"
+    assert module.target.sm == "sm_90" and module.kernel is None
+    assert "ptxas" in module.log or "registers" in module.log
+
+
+def test_miss_then_hit(executor):
+    """The first request compiles (a miss); an equal request is a hit; stats say so."""
+    executor.ensure_module(VectorAdd())
+    executor.ensure_module(VectorAdd())
+    stats = executor.stats
+    assert (stats.misses, stats.hits, stats.compiles, stats.disk_hits) == (1, 1, 1, 0)
+    assert stats.compile_seconds > 0
+
+
+def test_launch_field_shares_the_module(executor):
+    """Requests differing only in a launch field (block) share one module."""
+    first = executor.ensure_module(VectorAdd(block=128))
+    assert executor.ensure_module(VectorAdd(block=512)) is first
+    assert executor.stats.compiles == 1
+
+
+def test_baked_field_gets_its_own_module(executor):
+    """A different dtype is a different derived key and a different cubin."""
+    f32 = executor.ensure_module(VectorAdd(dtype="f32"))
+    f16 = executor.ensure_module(VectorAdd(dtype="f16"))
+    assert f32.key != f16.key and f32.cubin != f16.cubin
+
+
+def test_stats_is_a_snapshot(executor):
+    """A stats object taken earlier does not change with later calls."""
+    before = executor.stats
+    executor.ensure_module(VectorAdd())
+    assert before.misses == 0 and executor.stats.misses == 1
+
+
+def test_module_key_is_derived_without_key_method(executor):
+    """Without key() or key=, the module key is the derived key for the executor's target."""
+    assert executor.ensure_module(VectorAdd()).key == derived_key(VectorAdd(), "sm_90")
+
+
+def test_hand_written_key_missing_a_field_raises(executor):
+    """key() forgets dtype: the second request (f16) under 'vadd' raises IncompleteKeyError."""
+    with key_checking(True):
+        executor.ensure_module(HandKeyedAdd(dtype="f32"))
+        with pytest.raises(IncompleteKeyError, match="vadd") as info:
+            executor.ensure_module(HandKeyedAdd(dtype="f16"))
+    assert info.value.key == "vadd" and info.value.differing_fields == ("dtype",)
+
+
+def test_call_site_key_missing_a_field_raises(executor):
+    """A key= string at the call site is proven the same way."""
+    with key_checking(True):
+        executor.ensure_module(VectorAdd(dtype="f32"), key="add")
+        with pytest.raises(IncompleteKeyError):
+            executor.ensure_module(VectorAdd(dtype="bf16"), key="add")
+
+
+def test_launch_only_difference_under_hand_key_is_proven(executor):
+    """Same hand key, different block (launch-only): proven, no error, one module."""
+    with key_checking(True):
+        first = executor.ensure_module(HandKeyedAdd(block=128))
+        assert executor.ensure_module(HandKeyedAdd(block=256)) is first
+
+
+def test_checking_off_skips_the_proof(executor):
+    """With checking off the second request gets the first module (the legacy behaviour)."""
+    with key_checking(False):
+        first = executor.ensure_module(HandKeyedAdd(dtype="f32"))
+        assert executor.ensure_module(HandKeyedAdd(dtype="f16")) is first
+
+
+def test_miss_is_recorded_while_checking_is_off(executor):
+    """A miss compiled with checking off is still recorded: turning checking on proves later hits."""
+    with key_checking(False):
+        executor.ensure_module(HandKeyedAdd(dtype="f32"))
+    assert executor.ledger.first_request("vadd", "sm_90") == HandKeyedAdd(dtype="f32")
+    with key_checking(True), pytest.raises(IncompleteKeyError):
+        executor.ensure_module(HandKeyedAdd(dtype="f16"))
+
+
+def test_compile_only_launch_refused(executor):
+    """launch() on a compile-only executor raises LaunchError."""
+    with pytest.raises(LaunchError, match="compile-only"):
+        executor.launch(VectorAdd(), 0, 0, 0, 1, grid=1, block=256)
+
+
+def test_compile_only_needs_a_target():
+    """Executor(None) without a target is a TargetError."""
+    with pytest.raises(TargetError, match="needs a target"):
+        Executor(None, cache_dir="off")
+
+
+def test_bad_key_refused(executor):
+    """key='' is refused."""
+    with pytest.raises(LaunchError, match="non-empty str"):
+        executor.ensure_module(VectorAdd(), key="")
+
+
+def _counting_compile(monkeypatch, delay=0.0, fail_first=False):
+    calls = []
+    lock = threading.Lock()
+
+    def compile_ptx_counted(ptx, target, *, spec=None):
+        with lock:
+            calls.append(spec)
+            first = len(calls) == 1
+        time.sleep(delay)
+        if fail_first and first:
+            raise CompileError("injected failure", log="injected", spec=spec, ptx=ptx)
+        return compile_ptx(ptx, target, spec=spec)
+
+    monkeypatch.setattr(executor_module, "compile_ptx", compile_ptx_counted)
+    return calls
+
+
+def test_sixteen_threads_compile_once(executor, monkeypatch):
+    """16 threads asking for one new key at once: one compile, one module for all."""
+    calls = _counting_compile(monkeypatch, delay=0.2)
+    barrier = threading.Barrier(16)
+    results = []
+
+    def worker():
+        barrier.wait()
+        results.append(executor.ensure_module(VectorAdd(dtype="f16")))
+
+    threads = [threading.Thread(target=worker) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len(results) == 16 and all(m is results[0] for m in results)
+    assert executor.stats.misses == 1 and executor.stats.hits == 15
+
+
+def test_failed_compile_is_not_cached(executor, monkeypatch):
+    """A compile failure raises, caches nothing, and the next request compiles again."""
+    kept = executor.ensure_module(VectorAdd(dtype="f32"))
+    calls = _counting_compile(monkeypatch, fail_first=True)
+    with pytest.raises(CompileError, match="injected"):
+        executor.ensure_module(VectorAdd(dtype="f16"))
+    module = executor.ensure_module(VectorAdd(dtype="f16"))
+    assert len(calls) == 2 and module.cubin[:4] == b"\x7fELF"
+    assert executor.ensure_module(VectorAdd(dtype="f32")) is kept
+
+
+def test_failed_compile_reaches_every_waiting_thread(executor, monkeypatch):
+    """Threads waiting on a failing compile all get the CompileError."""
+    _counting_compile(monkeypatch, delay=0.2, fail_first=True)
+    barrier = threading.Barrier(4)
+    errors = []
+
+    def worker():
+        barrier.wait()
+        try:
+            executor.ensure_module(VectorAdd(dtype="bf16"))
+        except CompileError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) >= 1 and all("injected" in str(e) for e in errors)
+
+
+def test_compile_error_shows_the_ptx_lines():
+    """nvJitLink's complaint comes with its log, the spec and the PTX lines around it."""
+    from specdsl import render
+
+    ptx = render(VectorAdd()).replace("add.rn.f32          %r4, %r4, %r5;",
+                                      "add.rn.f32          %r4, %r4, %bogus;")
+    with pytest.raises(CompileError) as info:
+        compile_ptx(ptx, "sm_90", spec=VectorAdd())
+    error = info.value
+    assert "bogus" in error.log and error.spec == VectorAdd()
+    assert "%bogus" in error.excerpt and "\n>" in "\n" + error.excerpt
+    assert "VectorAdd" in str(error)
+
+
+def test_ptx_excerpt_marks_the_line():
+    """ptx_excerpt numbers lines and marks the reported one with '>'."""
+    text = ptx_excerpt("a\nb\nc\nd\ne", 3, context=1)
+    assert text.splitlines() == ["     2 | b", ">    3 | c", "     4 | d"]
+
+
+def test_import_and_render_without_cuda(tmp_path):
+    """Importing specdsl, rendering, keys and a compile-only Executor need no cuda module."""
+    code = (
+        "import sys\n"
+        "for name in ('cuda', 'cuda.core', 'cuda.bindings', 'cuda.pathfinder'):\n"
+        "    sys.modules[name] = None\n"
+        "import specdsl\n"
+        "from specdsl.kernels import VectorAdd\n"
+        "assert '.entry vector_add' in specdsl.render(VectorAdd())\n"
+        "print(specdsl.derived_key(VectorAdd()))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cuda') and sys.modules[m]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
