@@ -311,7 +311,7 @@ class Verified:
     error: str | None = None
 
 
-def verify_request(request: Any, target: Target, *, no_spills: bool = False,
+def verify_request(request: Any, target: Target | str, *, no_spills: bool = False,
                    max_registers: int | None = None) -> Verified:
     """Render and compile ``request`` for ``target`` with nvJitLink; check the limits.
 
@@ -321,6 +321,7 @@ def verify_request(request: Any, target: Target, *, no_spills: bool = False,
     Raises:
         CompileError: nvJitLink's log has no resource report for the spec's entry.
     """
+    target = Target.parse(target)
     key = derived_key(request, target)
     try:
         compiled = compile_ptx(render(request, target), target, spec=request)

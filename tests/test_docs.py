@@ -132,6 +132,7 @@ def _check_pycon(page: Path, block: Block, globs: dict, failures: list[str]) -> 
     report = io.StringIO()
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     runner.run(test, out=report.write, clear_globs=False)
+    globs.update(test.globs)  # DocTest copies its globals: later blocks see this block's names
     if runner.failures:
         failures.append(report.getvalue())
 

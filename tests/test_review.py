@@ -284,13 +284,35 @@ def test_verify_json(capsys, user):
     assert big["compile_seconds"] > 0
 
 
-def test_verify_without_specs_covers_every_builtin(capsys):
-    """verify with no SPEC compiles each built-in spec's default request."""
-    from specdsl.requests import builtin_specs
+def test_verify_without_specs_covers_every_builtin(capsys, monkeypatch, user):
+    """verify with no SPEC compiles each built-in's representative request, in order."""
+    import specdsl.review
 
+    builtins = {"vectoradd": VectorAdd, "userkernels:Spill": user.Spill}
+    monkeypatch.setattr(specdsl.review, "builtin_specs", lambda: builtins)
     code, out, _ = run(capsys, "verify", "--json")
     assert code == 0
-    assert [d["spec"] for d in json.loads(out)] == list(builtin_specs())
+    assert [d["request"] for d in json.loads(out)] == ["vectoradd dtype=f32",
+                                                       "userkernels:Spill live=8"]
+
+
+def test_verify_spec_without_default_or_variants_is_refused(capsys, tmp_path, monkeypatch):
+    """A SPEC with a field that has no default and no variants: exit 2 naming the field."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "e.ptx.j2").write_text(
+        '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
+    (tmp_path / "nodefault.py").write_text(textwrap.dedent('''
+        from specdsl import baked, kernel_spec
+
+        @kernel_spec(template="e.ptx.j2", entry="e", template_dir="t")
+        class Sized:
+            hidden: int = baked()
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "nodefault", raising=False)
+    code, out, err = run(capsys, "verify", "nodefault:Sized")
+    assert code == 2 and out == ""
+    assert "Sized has no default request: field(s) hidden have no default" in err
 
 
 # --- render --out --------------------------------------------------------------------------
