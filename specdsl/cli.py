@@ -40,7 +40,7 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    if args.out:
+    if args.out or args.grid:
         from .review import write_renders
 
         return write_renders(args)

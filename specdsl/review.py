@@ -181,9 +181,12 @@ def write_renders(args: argparse.Namespace) -> int:
         0.
 
     Raises:
-        SpecError: an unknown spec or field, or an invalid value.
+        SpecError: ``--grid`` without ``--out``, an unknown spec or field, or an invalid
+            value.
         RenderError: a request that does not render.
     """
+    if not args.out:
+        raise SpecError("render --grid writes one file per request: give --out DIR")
     target = Target.parse(args.target)
     requests = collect_requests([args.spec, *args.fields], grid=args.grid, target=target)
     out = Path(args.out)

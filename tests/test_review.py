@@ -153,6 +153,12 @@ def test_diff_across_targets(capsys):
     assert "-.target sm_90" in lines and "+.target sm_90a" in lines
 
 
+def test_diff_inline_option_value(capsys):
+    """--target-b=sm_90a after SPEC is read like --target-b sm_90a."""
+    code, out, _ = run(capsys, "diff", "vectoradd", "--target-b=sm_90a")
+    assert code == 1 and "+.target sm_90a" in out.splitlines()
+
+
 def test_diff_b_starts_from_a(capsys, user):
     """Request B keeps A's fields and applies only the assignments after '--'."""
     code, out, _ = run(capsys, "diff", "userkernels:Scale", "factor=3.0", "bias=1.0",
@@ -241,6 +247,14 @@ def test_verify_grid_names_only_the_failing_request(capsys, user):
     assert code == 1 and err == ""
     assert list(_rows(out)) == ["userkernels:Spill live=8", "userkernels:Spill live=64"]
     assert len(fails) == 1 and fails[0].startswith("FAIL userkernels:Spill live=64: spill spills")
+
+
+def test_verify_progress_on_a_terminal(capsys, monkeypatch, user):
+    """With stderr on a terminal, each request of a long run is counted as [i/n] on stderr."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, _, err = run(capsys, "verify", "userkernels:Spill", "--grid")
+    assert code == 0
+    assert err.splitlines() == ["[1/2] userkernels:Spill live=8", "[2/2] userkernels:Spill live=64"]
 
 
 def test_verify_max_registers(capsys, user):
@@ -374,3 +388,10 @@ def test_render_out_grid_with_pinned_field(capsys, tmp_path, user):
     names = [p.rsplit("/", 1)[1] for p in out.splitlines()]
     assert code == 0 and [n.rsplit("-", 1)[0] for n in names] == [
         "scale-factor_2.0-bias_0.25", "scale-factor_0.5-bias_0.25"]
+
+
+def test_render_grid_without_out_is_refused(capsys):
+    """render --grid without --out is refused (exit 2) instead of rendering one request."""
+    code, out, err = run(capsys, "render", "vectoradd", "--grid")
+    assert code == 2 and out == ""
+    assert "render --grid writes one file per request: give --out DIR" in err
