@@ -496,7 +496,7 @@ def spec_classes(names: Iterable[str]) -> list[type]:
 
 def check_keys(names: Iterable[str], *, samples: int = 200, seed: int = 0,
                target: Target | str = "sm_90") -> list[KeyReport]:
-    """:func:`analyze_class` for every spec class of the named modules (see :func:`spec_classes`)."""
+    """:func:`analyze_class` for every spec class named (see :func:`spec_classes`)."""
     return [analyze_class(cls, samples=samples, seed=seed, target=target)
             for cls in spec_classes(names)]
 

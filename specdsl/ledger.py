@@ -332,9 +332,10 @@ class KeyLedger:
         Called on a hit. A request already proven under ``key`` renders nothing: the
         last proven request itself costs two identity checks; an equal request, a
         comparison of its baked values with the last proven one's; any other proven
-        request, its derived key, one string comparison and one set lookup. Any other request is rendered (outside
-        the lock) and its SHA-256 compared: equal PTX (the requests differ only in launch
-        fields or in baked fields the template ignores) is recorded as proven.
+        request, its derived key, one string comparison and one set lookup. A request
+        not yet proven is rendered (outside the lock) and its SHA-256 compared: equal
+        PTX (the requests differ only in launch fields or in baked fields the template
+        ignores) is recorded as proven.
 
         A key with no record (a module compiled by code that never called
         :meth:`record`) takes ``spec`` as its reference: later hits are proven against

@@ -16,38 +16,28 @@ from specdsl.cli import main
 from specdsl.dtype import DType
 from specdsl.requests import parse_request
 
-# A stand-in for the RMSNorm template: it bakes hidden, eps (an f32 immediate) and dtype.
-NORM_TEMPLATE = """\
-{% include "header.ptx.j2" %}
-.visible .entry {{ entry }}(.param .u64 .ptr .global .align 16 x)
-{
-    .reg .b32 %r<4>;
-    // one row of {{ hidden }} {{ dtype.ptx }} elements
-    mov.b32 %r1, {{ eps|f32 }};
-    ret;
-}
-"""
-
 DYNAMIC_TEMPLATE = """\
 {% include "header.ptx.j2" %}
 {% include part %}
 .visible .entry {{ entry }}() { ret; }
 """
 
+# The built-in RMSNorm template under a hand-written key; `tag` is baked but never read by
+# the template, `rows` is a launch field. No validators: the template's require() and the
+# sampler's skipping of unrenderable requests are exercised too.
 HEADER = """\
-from pathlib import Path
 from specdsl import DType, baked, kernel_spec, launch
 
-HERE = Path(__file__).parent
 
-
-@kernel_spec(template="tinynorm.ptx.j2", entry="tinynorm", template_dir=HERE)
+@kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
 class {name}:
     hidden: int = baked(4096)
     eps: float = baked(1e-5)
-    dtype: DType = baked(DType.F32)
-    unused: int = baked(0)
-    block: int = launch(256)
+    dtype: DType = baked(DType.BF16)
+    fused_residual: bool = baked(False)
+    block: int = baked(512)
+    tag: int = baked(0)
+    rows: int = launch(1)
 
     def key(self) -> str:
 """
@@ -58,7 +48,6 @@ _names = itertools.count()
 @pytest.fixture
 def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Writes a module holding one norm spec class with the given key() body; returns its name."""
-    (tmp_path / "tinynorm.ptx.j2").write_text(NORM_TEMPLATE)
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def write(key_body: str, cls: str = "Norm", extra: str = "") -> str:
@@ -84,7 +73,8 @@ def test_incident_fails_check_keys_naming_eps(user_module, capsys) -> None:
     assert main(["check-keys", module, "--samples", "50"]) == 1
     out = capsys.readouterr().out
     assert f"INCOMPLETE  {module}.Norm: key() reads hidden;" in out
-    assert "incomplete: the template reads dtype, eps but key() does not" in out
+    assert ("incomplete: the template reads block, dtype, eps, fused_residual but key() does "
+            "not") in out
     assert "(they differ in eps)" in out
     assert "1 with a hand-written key(), 1 incomplete" in out
 
@@ -107,7 +97,8 @@ def test_counterexample_requests_can_be_pasted(user_module, capsys) -> None:
 
 def test_complete_key_passes(user_module, capsys) -> None:
     """A key holding every field the template reads: exit 0, no counterexample."""
-    module = user_module('return f"rmsnorm-{self.hidden}-{self.eps!r}-{self.dtype.ptx}"')
+    module = user_module('return f"rmsnorm-{self.hidden}-{self.eps!r}-{self.dtype.ptx}-"'
+                         ' f"{self.fused_residual}-{self.block}"')
     assert main(["check-keys", module, "--samples", "60"]) == 0
     out = capsys.readouterr().out
     assert f"ok          {module}.Norm" in out
@@ -116,12 +107,12 @@ def test_complete_key_passes(user_module, capsys) -> None:
 
 def test_over_specified_key_is_reported_not_failed(user_module, capsys) -> None:
     """A key reading the launch field and an ignored baked field is over-specified, exit 0."""
-    module = user_module(
-        'return f"n-{self.hidden}-{self.eps!r}-{self.dtype.ptx}-{self.block}-{self.unused}"')
+    module = user_module('return f"n-{self.hidden}-{self.eps!r}-{self.dtype.ptx}-"'
+                         ' f"{self.fused_residual}-{self.block}-{self.rows}-{self.tag}"')
     assert main(["check-keys", module, "--samples", "10"]) == 0
     out = capsys.readouterr().out
     assert f"OVER-KEYED  {module}.Norm" in out
-    assert "over-specified: key() reads block, unused, which the template never reads" in out
+    assert "over-specified: key() reads rows, tag, which the template never reads" in out
 
 
 def test_key_reads_through_properties_and_methods(user_module) -> None:
@@ -138,11 +129,12 @@ def test_key_reads_through_properties_and_methods(user_module) -> None:
 
 def test_field_read_on_some_requests_only_is_missing(user_module) -> None:
     """A key that reads eps only for f32 requests is incomplete: f16 requests omit it."""
-    module = user_module('return f"{self.hidden}" + (repr(self.eps) if self.dtype.ptx == "f32" '
-                         'else "")')
+    module = user_module(
+        'return f"{self.hidden}-{self.block}-{self.fused_residual}-{self.dtype.ptx}"'
+        ' + (repr(self.eps) if self.dtype.ptx == "f32" else "")')
     report = analyze_class(_load(module), samples=0)
     assert report.missing == {"eps"}
-    assert report.key_fields_any == {"hidden", "dtype", "eps"}
+    assert report.key_fields_any == {"hidden", "block", "fused_residual", "dtype", "eps"}
 
 
 def test_dynamic_include_counts_as_reading_every_field(tmp_path: Path) -> None:
@@ -175,28 +167,47 @@ def test_stand_in_returns_plausible_values_for_unbuildable_class() -> None:
     assert reads == {"hidden", "dtype"}
 
 
-def test_unbuildable_class_is_checked_statically_with_a_note(tmp_path: Path) -> None:
+def test_unbuildable_class_is_checked_statically_with_a_note() -> None:
     """A class whose validators refuse every drawn value is still proven statically."""
     from specdsl import baked, kernel_spec
-
-    (tmp_path / "tinynorm.ptx.j2").write_text(NORM_TEMPLATE)
 
     def never(instance, attribute, value) -> None:
         raise ValueError("expected a value no sampler draws")
 
-    @kernel_spec(template="tinynorm.ptx.j2", entry="tinynorm", template_dir=tmp_path)
+    @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
     class Picky:
         hidden: int = baked(validator=never)
         eps: float = baked(1e-5)
-        dtype: DType = baked(DType.F32)
+        dtype: DType = baked(DType.BF16)
+        fused_residual: bool = baked(False)
+        block: int = baked(512)
 
         def key(self) -> str:
             return f"{self.hidden}x{self.dtype.ptx}"
 
     report = analyze_class(Picky, samples=10)
-    assert report.missing == {"eps"}
+    assert report.missing == {"block", "eps", "fused_residual"}
     assert report.samples.pairs == 0
     assert "unvalidated stand-in" in report.note
+
+
+def test_template_errors_are_reported_apart_from_keys(user_module, capsys) -> None:
+    """A template crash on a drawn request (block=0 divides by zero) is named, not hidden."""
+    module = user_module('return f"rmsnorm-{self.hidden}"')
+    main(["check-keys", module, "--samples", "50"])
+    out = capsys.readouterr().out
+    assert "template error (not a key problem) on Norm(" in out
+    assert "block=0" in out and "ZeroDivisionError" in out
+
+
+def test_computed_defaults_are_left_to_the_class() -> None:
+    """A field whose default is an attrs.Factory (RMSNorm.block) gets its computed value."""
+    from specdsl.analysis import _default_request
+    from specdsl.kernels import RMSNorm
+    from specdsl.kernels.rmsnorm import default_block
+
+    request = _default_request(RMSNorm)
+    assert request.block == default_block(request.hidden, request.dtype)
 
 
 # -- the sampled proof -----------------------------------------------------------------------
@@ -204,7 +215,8 @@ def test_unbuildable_class_is_checked_statically_with_a_note(tmp_path: Path) -> 
 
 def test_sampling_finds_what_static_reads_cannot(user_module) -> None:
     """key() reads eps but rounds it away: only the sampled proof catches the collision."""
-    module = user_module('return f"{self.hidden}-{round(self.eps, 3)}-{self.dtype.ptx}"')
+    module = user_module('return f"{self.hidden}-{round(self.eps, 3)}-{self.dtype.ptx}-"'
+                         ' f"{self.fused_residual}-{self.block}"')
     report = analyze_class(_load(module), samples=100, seed=3)
     assert report.missing == frozenset()
     assert [c.field for c in report.counterexamples] == ["eps"]
@@ -218,7 +230,7 @@ def test_sampling_is_seeded(user_module) -> None:
     Norm = _load(user_module('return f"rmsnorm-{self.hidden}"'))
     runs = [sampled_proof(Norm, samples=30, seed=7) for _ in range(2)]
     assert runs[0] == runs[1]
-    assert [c.field for c in runs[0].counterexamples] == ["dtype", "eps"]
+    assert [c.field for c in runs[0].counterexamples] == ["block", "dtype", "eps", "fused_residual"]
 
 
 def test_candidates_start_at_default_and_keep_signed_zero() -> None:

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -19,42 +18,39 @@ from specdsl.ledger import (
 from specdsl.target import Target
 
 
-# A stand-in for the RMSNorm template: the PTX bakes hidden, eps (as an f32 immediate)
-# and dtype; `unused` is baked but never read by the template.
-NORM_TEMPLATE = """\
-{% include "header.ptx.j2" %}
-.visible .entry {{ entry }}(.param .u64 .ptr .global .align 16 x)
-{
-    .reg .b32 %r<4>;
-    // one row of {{ hidden }} {{ dtype.ptx }} elements
-    mov.b32 %r1, {{ eps|f32 }};
-    ret;
-}
-"""
+@kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+class ShapeKeyedRMSNorm:
+    """The incident: the built-in RMSNorm template under a hand-written key holding only the shape.
+
+    ``tag`` is baked but the template never reads it; ``rows`` is a launch field.
+    """
+
+    hidden: int = baked(4096)
+    eps: float = baked(1e-5)
+    dtype: DType = baked(DType.BF16)
+    fused_residual: bool = baked(False)
+    block: int = baked(512)
+    tag: int = baked(0)
+    rows: int = launch(1)
+
+    def key(self) -> str:
+        return f"rmsnorm-{self.hidden}"
 
 
-def _norm_class(template_dir: Path) -> type:
-    (template_dir / "tinynorm.ptx.j2").write_text(NORM_TEMPLATE)
+@kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+class OtherRMSNorm:
+    """A second class over the same template, for two classes sharing a call-site key."""
 
-    @kernel_spec(template="tinynorm.ptx.j2", entry="tinynorm", template_dir=template_dir)
-    class ShapeKeyedNorm:
-        """The incident: a norm whose hand-written key holds only the shape."""
-
-        hidden: int = baked(4096)
-        eps: float = baked(1e-5)
-        dtype: DType = baked(DType.F32)
-        unused: int = baked(0)
-        block: int = launch(256)
-
-        def key(self) -> str:
-            return f"norm-{self.hidden}"
-
-    return ShapeKeyedNorm
+    hidden: int = baked(4096)
+    eps: float = baked(1e-5)
+    dtype: DType = baked(DType.BF16)
+    fused_residual: bool = baked(False)
+    block: int = baked(512)
 
 
-@pytest.fixture(scope="module")
-def Norm(tmp_path_factory: pytest.TempPathFactory) -> type:
-    return _norm_class(tmp_path_factory.mktemp("ledger_templates"))
+@pytest.fixture
+def Norm() -> type:
+    return ShapeKeyedRMSNorm
 
 
 @pytest.fixture
@@ -70,7 +66,7 @@ def renders(monkeypatch: pytest.MonkeyPatch) -> list:
     return seen
 
 
-def _recorded(Norm: type, request=None, key: str = "norm-4096") -> KeyLedger:
+def _recorded(Norm: type, request=None, key: str = "rmsnorm-4096") -> KeyLedger:
     request = request if request is not None else Norm(eps=1e-5)
     ledger = KeyLedger()
     ledger.record(key, request, "sm_90", render(request, "sm_90"))
@@ -81,17 +77,17 @@ def _recorded(Norm: type, request=None, key: str = "norm-4096") -> KeyLedger:
 
 
 def test_incident_eps_missing_from_key_raises(Norm: type) -> None:
-    """eps 1e-5 compiled under 'norm-4096', then eps 1e-6 under it: IncompleteKeyError naming eps."""
+    """eps 1e-5 compiled under 'rmsnorm-4096', then eps 1e-6 under it: an error naming eps."""
     first, second = Norm(eps=1e-5), Norm(eps=1e-6)
     ledger = _recorded(Norm, first)
     with pytest.raises(IncompleteKeyError) as info:
-        ledger.prove("norm-4096", second, "sm_90")
+        ledger.prove("rmsnorm-4096", second, "sm_90")
     err = info.value
-    assert err.key == "norm-4096"
+    assert err.key == "rmsnorm-4096"
     assert err.first is first and err.request is second
     assert err.differing_fields == ("eps",)
     message = str(err)
-    assert "'norm-4096'" in message
+    assert "'rmsnorm-4096'" in message
     assert repr(first) in message and repr(second) in message
     assert "eps: 1e-05 != 1e-06" in message
     assert "A parameter baked into the PTX is missing from the key" in message
@@ -99,24 +95,24 @@ def test_incident_eps_missing_from_key_raises(Norm: type) -> None:
 
 def test_launch_only_difference_is_proven(Norm: type) -> None:
     """Two requests differing only in a launch field share the PTX: proven, no error."""
-    ledger = _recorded(Norm, Norm(block=256))
-    ledger.prove("norm-4096", Norm(block=1024), "sm_90")
-    assert ledger.proven_count() == 1  # one derived key: block is not in it
+    ledger = _recorded(Norm, Norm(rows=1))
+    ledger.prove("rmsnorm-4096", Norm(rows=4096), "sm_90")
+    assert ledger.proven_count() == 1  # one derived key: rows is not in it
 
 
 def test_template_ignored_baked_difference_is_proven(Norm: type, renders: list) -> None:
     """A baked field the template never reads changes the derived key, not the PTX: proven."""
-    ledger = _recorded(Norm, Norm(unused=0))
-    ledger.prove("norm-4096", Norm(unused=7), "sm_90")
-    assert [r.unused for r in renders] == [7]
+    ledger = _recorded(Norm, Norm(tag=0))
+    ledger.prove("rmsnorm-4096", Norm(tag=7), "sm_90")
+    assert [r.tag for r in renders] == [7]
     assert ledger.proven_count() == 2
 
 
 def test_several_differing_fields_are_all_named(Norm: type) -> None:
     """The error lists every differing baked field with both values, and no launch field."""
-    ledger = _recorded(Norm, Norm(eps=1e-5, dtype="f32", block=256))
+    ledger = _recorded(Norm, Norm(eps=1e-5, dtype="f32", rows=1))
     with pytest.raises(IncompleteKeyError) as info:
-        ledger.prove("norm-4096", Norm(eps=1e-6, dtype="f16", block=512), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(eps=1e-6, dtype="f16", rows=8), "sm_90")
     assert info.value.differing_fields == ("eps", "dtype")
     assert "dtype: DType.F32 != DType.F16" in str(info.value)
 
@@ -125,7 +121,7 @@ def test_negative_zero_is_a_different_value(Norm: type) -> None:
     """eps 0.0 and -0.0 render different immediates: the ledger tells them apart."""
     ledger = _recorded(Norm, Norm(eps=0.0))
     with pytest.raises(IncompleteKeyError, match=r"eps: 0\.0 != -0\.0"):
-        ledger.prove("norm-4096", Norm(eps=-0.0), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(eps=-0.0), "sm_90")
 
 
 # -- the fast path ------------------------------------------------------------------------
@@ -136,19 +132,19 @@ def test_recorded_request_hit_renders_nothing(Norm: type, renders: list) -> None
     request = Norm()
     ledger = _recorded(Norm, request)
     for _ in range(3):
-        ledger.prove("norm-4096", request, "sm_90")
-        ledger.prove("norm-4096", Norm(), Target.parse("sm_90"))
+        ledger.prove("rmsnorm-4096", request, "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(), Target.parse("sm_90"))
     assert renders == []
 
 
 def test_proven_request_renders_once(Norm: type, renders: list) -> None:
     """A new request is rendered on its first hit only; later hits find it proven."""
-    ledger = _recorded(Norm, Norm(unused=0))
+    ledger = _recorded(Norm, Norm(tag=0))
     for _ in range(5):
-        ledger.prove("norm-4096", Norm(unused=1), "sm_90")
-        ledger.prove("norm-4096", Norm(unused=2), "sm_90")
-        ledger.prove("norm-4096", Norm(unused=0), "sm_90")
-    assert [r.unused for r in renders] == [1, 2]
+        ledger.prove("rmsnorm-4096", Norm(tag=1), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(tag=2), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(tag=0), "sm_90")
+    assert [r.tag for r in renders] == [1, 2]
 
 
 def test_refuted_request_raises_every_time(Norm: type) -> None:
@@ -156,7 +152,7 @@ def test_refuted_request_raises_every_time(Norm: type) -> None:
     ledger = _recorded(Norm)
     for _ in range(2):
         with pytest.raises(IncompleteKeyError):
-            ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+            ledger.prove("rmsnorm-4096", Norm(eps=1e-6), "sm_90")
 
 
 # -- records, targets, keys without a record ------------------------------------------------
@@ -165,20 +161,20 @@ def test_refuted_request_raises_every_time(Norm: type) -> None:
 def test_targets_are_proven_separately(Norm: type) -> None:
     """One key under two targets: each target's PTX is its own reference."""
     ledger = _recorded(Norm)
-    ledger.record("norm-4096", Norm(), "sm_100", render(Norm(), "sm_100"))
-    ledger.prove("norm-4096", Norm(block=64), "sm_100")
+    ledger.record("rmsnorm-4096", Norm(), "sm_100", render(Norm(), "sm_100"))
+    ledger.prove("rmsnorm-4096", Norm(rows=64), "sm_100")
     with pytest.raises(IncompleteKeyError, match="for sm_100"):
-        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_100")
+        ledger.prove("rmsnorm-4096", Norm(eps=1e-6), "sm_100")
 
 
 def test_prove_without_record_takes_request_as_reference(Norm: type) -> None:
     """A key never recorded adopts its first proven request as reference, then checks others."""
     ledger = KeyLedger()
     first = Norm(eps=1e-5)
-    ledger.prove("norm-4096", first, "sm_90")
-    assert ledger.first_request("norm-4096", "sm_90") is first
+    ledger.prove("rmsnorm-4096", first, "sm_90")
+    assert ledger.first_request("rmsnorm-4096", "sm_90") is first
     with pytest.raises(IncompleteKeyError) as info:
-        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(eps=1e-6), "sm_90")
     assert info.value.first is first
 
 
@@ -187,7 +183,7 @@ def test_second_record_with_other_ptx_raises(Norm: type) -> None:
     ledger = _recorded(Norm)
     other = Norm(eps=1e-6)
     with key_checking(True), pytest.raises(IncompleteKeyError, match="eps"):
-        ledger.record("norm-4096", other, "sm_90", render(other, "sm_90"))
+        ledger.record("rmsnorm-4096", other, "sm_90", render(other, "sm_90"))
 
 
 def test_second_record_with_checking_off_keeps_first(Norm: type) -> None:
@@ -195,17 +191,17 @@ def test_second_record_with_checking_off_keeps_first(Norm: type) -> None:
     first = Norm(eps=1e-5)
     ledger = _recorded(Norm, first)
     with key_checking(False):
-        ledger.record("norm-4096", Norm(eps=1e-6), "sm_90", render(Norm(eps=1e-6)))
-    assert ledger.first_request("norm-4096") is first
+        ledger.record("rmsnorm-4096", Norm(eps=1e-6), "sm_90", render(Norm(eps=1e-6)))
+    assert ledger.first_request("rmsnorm-4096") is first
 
 
 def test_record_without_ptx_renders_reference_when_needed(Norm: type) -> None:
     """record(..., ptx=None) (a cubin from disk) still lets later hits be proven."""
     ledger = KeyLedger()
-    ledger.record("norm-4096", Norm(eps=1e-5), "sm_90", None)
-    ledger.prove("norm-4096", Norm(block=32), "sm_90")
+    ledger.record("rmsnorm-4096", Norm(eps=1e-5), "sm_90", None)
+    ledger.prove("rmsnorm-4096", Norm(rows=32), "sm_90")
     with pytest.raises(IncompleteKeyError, match="eps"):
-        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(eps=1e-6), "sm_90")
 
 
 def test_key_first_compiled_while_suspended_is_proven_next_hit(Norm: type) -> None:
@@ -213,10 +209,10 @@ def test_key_first_compiled_while_suspended_is_proven_next_hit(Norm: type) -> No
     ledger = KeyLedger()
     with suspend_key_proof():
         assert proof_suspended()
-        ledger.record("norm-4096", Norm(eps=1e-5), "sm_90", render(Norm(eps=1e-5)))
+        ledger.record("rmsnorm-4096", Norm(eps=1e-5), "sm_90", render(Norm(eps=1e-5)))
     assert not proof_suspended()
     with pytest.raises(IncompleteKeyError):
-        ledger.prove("norm-4096", Norm(eps=1e-6), "sm_90")
+        ledger.prove("rmsnorm-4096", Norm(eps=1e-6), "sm_90")
 
 
 def test_key_must_be_a_nonempty_str(Norm: type) -> None:
@@ -227,12 +223,20 @@ def test_key_must_be_a_nonempty_str(Norm: type) -> None:
         KeyLedger().prove(42, Norm(), "sm_90")
 
 
-def test_requests_of_two_classes_under_one_key(Norm: type, tmp_path: Path) -> None:
-    """Two spec classes sharing a call-site key: the error names both classes."""
-    Other = _norm_class(tmp_path)
+def test_two_classes_with_the_same_ptx_share_a_key(Norm: type) -> None:
+    """Another spec class rendering the same PTX under the key is proven (no false positive)."""
     ledger = _recorded(Norm, Norm())
-    with pytest.raises(IncompleteKeyError, match="different spec classes"):
-        ledger.prove("norm-4096", Other(eps=2e-5), "sm_90")
+    ledger.prove("rmsnorm-4096", OtherRMSNorm(eps=1e-5), "sm_90")
+    assert ledger.proven_count() == 2
+
+
+def test_two_classes_with_different_ptx_name_both_classes(Norm: type) -> None:
+    """Two spec classes under one call-site key rendering different PTX: both classes named."""
+    ledger = _recorded(Norm, Norm())
+    with pytest.raises(IncompleteKeyError) as info:
+        ledger.prove("rmsnorm-4096", OtherRMSNorm(eps=2e-5), "sm_90")
+    assert "different spec classes (ShapeKeyedRMSNorm and OtherRMSNorm)" in str(info.value)
+    assert info.value.differing_fields == ("eps", "tag")  # tag: absent from OtherRMSNorm
 
 
 # -- threads and memory -----------------------------------------------------------------------
@@ -241,7 +245,7 @@ def test_requests_of_two_classes_under_one_key(Norm: type, tmp_path: Path) -> No
 def test_sixteen_threads_no_false_positive_no_missed_mismatch(Norm: type) -> None:
     """16 threads prove and record over shared keys: exactly the bad requests raise."""
     ledger = KeyLedger()
-    keys = [f"norm-{h}" for h in (1024, 2048, 4096, 8192)]
+    keys = [f"rmsnorm-{h}" for h in (1024, 2048, 4096, 8192)]
     for hidden, key in zip((1024, 2048, 4096, 8192), keys):
         ledger.record(key, Norm(hidden=hidden), "sm_90", render(Norm(hidden=hidden)))
     barrier = threading.Barrier(16)
@@ -252,10 +256,10 @@ def test_sixteen_threads_no_false_positive_no_missed_mismatch(Norm: type) -> Non
         barrier.wait()
         for round_ in range(40):
             hidden = (1024, 2048, 4096, 8192)[(index + round_) % 4]
-            key = f"norm-{hidden}"
+            key = f"rmsnorm-{hidden}"
             bad = (index + round_) % 5 == 0
             request = Norm(hidden=hidden, eps=1e-6 if bad else 1e-5,
-                           unused=round_ % 3, block=32 * (1 + index % 4))
+                           tag=round_ % 3, rows=1 + index % 4)
             fresh = f"fresh-{index}-{round_ % 4}"
             ledger.record(fresh, Norm(hidden=hidden), "sm_90", render(Norm(hidden=hidden)))
             try:
@@ -279,10 +283,10 @@ def test_sixteen_threads_no_false_positive_no_missed_mismatch(Norm: type) -> Non
 
 def test_memory_bounded_by_distinct_derived_keys(Norm: type) -> None:
     """Thousands of hits over 6 distinct requests keep 6 proven entries under one key."""
-    ledger = _recorded(Norm, Norm(unused=0))
+    ledger = _recorded(Norm, Norm(tag=0))
     for _ in range(500):
-        for unused in range(6):
-            ledger.prove("norm-4096", Norm(unused=unused, block=64 * (1 + unused % 2)), "sm_90")
+        for tag in range(6):
+            ledger.prove("rmsnorm-4096", Norm(tag=tag, rows=1 + tag % 2), "sm_90")
     assert len(ledger) == 1
     assert ledger.proven_count() == 6
 
