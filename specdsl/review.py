@@ -23,7 +23,7 @@ import attrs
 
 from .compile import compile_ptx
 from .errors import CompileError, RenderError, SpecError
-from .grid import pinned_grid, representative_request
+from .grid import pinned_grid, representative_request, spec_grid
 from .keys import derived_key
 from .render import render
 from .requests import builtin_specs, format_request, parse_request, resolve_spec, spec_name
@@ -69,6 +69,23 @@ def _dedupe_by_key(requests: list[Any], target: Target) -> list[Any]:
     return kept
 
 
+def _pinned_values(cls: type, assignments: list[str]) -> dict[str, Any]:
+    """``{field: value}`` of the assigned fields, parsed and checked by the field's type."""
+    if not assignments:
+        return {}
+    names = [item.partition("=")[0].strip() for item in assignments]
+    # fields without a default that the words leave open take the grid's first value,
+    # only so that one whole request can be built to parse and check the others
+    first = None
+    filled = []
+    for f in attrs.fields(cls):
+        if f.default is attrs.NOTHING and f.name not in names:
+            first = first if first is not None else spec_grid(cls)[0]
+            filled.append(f"{f.name}={_value_word(getattr(first, f.name))}")
+    named = parse_request(cls, filled + list(assignments))
+    return {name: getattr(named, name) for name in names}
+
+
 def collect_requests(words: Sequence[str], *, grid: bool, target: Target) -> list[Any]:
     """The requests named by CLI words, or each grid with those fields pinned.
 
@@ -85,12 +102,7 @@ def collect_requests(words: Sequence[str], *, grid: bool, target: Target) -> lis
     for name, assignments in split_requests(words):
         cls = resolve_spec(name)
         if grid:
-            named = parse_request(cls, assignments) if assignments else None
-            pinned = {}
-            for item in assignments:
-                field = item.partition("=")[0].strip()
-                pinned[field] = getattr(named, field)
-            requests.extend(pinned_grid(cls, pinned))
+            requests.extend(pinned_grid(cls, _pinned_values(cls, assignments)))
         elif assignments:
             requests.append(parse_request(cls, assignments))
         else:

@@ -395,3 +395,25 @@ def test_render_grid_without_out_is_refused(capsys):
     code, out, err = run(capsys, "render", "vectoradd", "--grid")
     assert code == 2 and out == ""
     assert "render --grid writes one file per request: give --out DIR" in err
+
+
+def test_grid_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch):
+    """--grid with a pinned field works when another field has no default but has variants."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "e.ptx.j2").write_text(
+        '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
+    (tmp_path / "required.py").write_text(textwrap.dedent('''
+        from specdsl import baked, kernel_spec
+
+        @kernel_spec(template="e.ptx.j2", entry="e", template_dir="t")
+        class Sized:
+            hidden: int = baked()
+            wide: bool = baked(False)
+            variants = {"hidden": [64, 128], "wide": [False, True]}
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "required", raising=False)
+    code, out, _ = run(capsys, "verify", "required:Sized", "wide=true", "--grid", "--json")
+    assert code == 0
+    assert [d["fields"] for d in json.loads(out)] == [{"hidden": 64, "wide": True},
+                                                      {"hidden": 128, "wide": True}]
