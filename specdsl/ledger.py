@@ -296,35 +296,18 @@ class KeyLedger:
         derived = derived_key(spec, target)
         digest = None if ptx is None else _sha256(ptx)
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                self._entries[key] = _Entry(
-                    last=(spec, target, derived), proven={derived},
-                    references={target: _Reference(spec, derived, digest)})
-                return
-            reference = entry.references.get(target)
+            entry, reference = self._adopt(key, spec, target, derived, digest)
             if reference is None:
-                entry.references[target] = _Reference(spec, derived, digest)
-                entry.proven.add(derived)
-                entry.last = (spec, target, derived)
                 return
             if derived in entry.proven:
                 return
-            if digest is not None and reference.digest is not None:
-                if digest == reference.digest:
-                    entry.proven.add(derived)
-                    entry.last = (spec, target, derived)
-                    return
-                mismatch = True
-            else:
-                mismatch = None  # decide below, outside the lock
-        if mismatch is None:
-            if not checking_enabled():
+            if digest is not None and digest == reference.digest:
+                entry.proven.add(derived)
+                entry.last = (spec, target, derived)
                 return
-            self._compare(key, entry, reference, spec, target, derived, digest)
-            return
+        # Other PTX (or PTX not hashed yet) under a key that has a reference.
         if checking_enabled():
-            raise _incomplete(key, reference.first, spec, target)
+            self._compare(key, entry, reference, spec, target, derived, digest)
 
     def prove(self, key: str, spec: Any, target: Target | str) -> None:
         """Prove that ``spec`` renders the PTX compiled under ``key`` for ``target``.
@@ -370,29 +353,39 @@ class KeyLedger:
 
     # -- the slow path ----------------------------------------------------------------------
 
+    def _adopt(self, key: str, spec: Any, target: Target, derived: str,
+               digest: str | None) -> tuple[_Entry, _Reference | None]:
+        """Under the lock: make ``spec`` the reference of (key, target) if there is none.
+
+        Returns the key's entry and its existing reference, or ``None`` when ``spec``
+        has just become the reference.
+        """
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(
+                last=(spec, target, derived), proven={derived},
+                references={target: _Reference(spec, derived, digest)})
+            return entry, None
+        reference = entry.references.get(target)
+        if reference is None:
+            entry.references[target] = _Reference(spec, derived, digest)
+            entry.proven.add(derived)
+            entry.last = (spec, target, derived)
+        return entry, reference
+
     def _slow_prove(self, key: str, spec: Any, target: Target, derived: str) -> None:
         with self._lock:
             entry = self._entries.get(key)
             reference = None if entry is None else entry.references.get(target)
-        if reference is None:
+        digest = None
+        if reference is None:  # no record: hash this request's PTX (outside the lock)
             digest = _sha256(render(spec, target))
             with self._lock:
-                entry = self._entries.get(key)
-                if entry is None:
-                    self._entries[key] = _Entry(
-                        last=(spec, target, derived), proven={derived},
-                        references={target: _Reference(spec, derived, digest)})
-                    return
-                reference = entry.references.get(target)
-                if reference is None:
-                    entry.references[target] = _Reference(spec, derived, digest)
-                    entry.proven.add(derived)
-                    entry.last = (spec, target, derived)
-                    return
+                entry, reference = self._adopt(key, spec, target, derived, digest)
+            if reference is None:
+                return
             # another thread recorded a reference meanwhile: compare with it
-            self._compare(key, entry, reference, spec, target, derived, digest)
-            return
-        self._compare(key, entry, reference, spec, target, derived, None)
+        self._compare(key, entry, reference, spec, target, derived, digest)
 
     def _compare(self, key: str, entry: _Entry, reference: _Reference, spec: Any,
                   target: Target, derived: str, digest: str | None) -> None:
