@@ -22,7 +22,9 @@ import enum
 import functools
 import importlib
 import inspect
+import os
 import random
+import sys
 import threading
 import time
 import types
@@ -563,9 +565,13 @@ def command_check_keys(args: argparse.Namespace) -> int:
     """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key, 0 otherwise.
 
     ``args``: ``modules`` (names; default ``specdsl.kernels``), ``samples``, ``seed``,
-    ``target``.
+    ``target``. Modules are imported as ``python -m`` would: the current folder first,
+    so ``specdsl check-keys mykernels`` works from a project's root.
     """
     names = args.modules or ["specdsl.kernels"]
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
     reports = check_keys(names, samples=args.samples, seed=args.seed, target=args.target)
     for report in reports:
         for line in format_report(report):
@@ -573,6 +579,7 @@ def command_check_keys(args: argparse.Namespace) -> int:
     keyed = [r for r in reports if r.has_key]
     incomplete = [r for r in keyed if r.incomplete]
     over = [r for r in keyed if r.extra]
-    print(f"checked {len(reports)} spec classes in {', '.join(names)}: {len(keyed)} with a "
+    classes = "spec class" if len(reports) == 1 else "spec classes"
+    print(f"checked {len(reports)} {classes} in {', '.join(names)}: {len(keyed)} with a "
           f"hand-written key(), {len(incomplete)} incomplete, {len(over)} over-specified")
     return 1 if incomplete else 0

@@ -34,7 +34,8 @@ from .target import Target
 
 __all__ = [
     "KeyLedger", "key_checking", "suspend_key_proof", "checking_enabled", "proof_suspended",
-    "set_default_checking", "reread_environment", "CheckingSwitchError", "ENV_VAR",
+    "set_default_checking", "reread_environment", "parse_switch", "differing_baked_fields",
+    "CheckingSwitchError", "ENV_VAR",
 ]
 
 #: The environment variable that overrides the default (``__debug__``): ``0`` or ``1``.

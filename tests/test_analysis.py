@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import textwrap
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def test_incident_fails_check_keys_naming_eps(user_module, capsys) -> None:
     assert ("incomplete: the template reads block, dtype, eps, fused_residual but key() does "
             "not") in out
     assert "(they differ in eps)" in out
-    assert "1 with a hand-written key(), 1 incomplete" in out
+    assert f"checked 1 spec class in {module}: 1 with a hand-written key(), 1 incomplete" in out
 
 
 def test_counterexample_requests_can_be_pasted(user_module, capsys) -> None:
@@ -250,6 +251,17 @@ def test_builtin_kernels_have_nothing_incomplete(capsys) -> None:
     """Without MODULE, check-keys checks specdsl.kernels and passes."""
     assert main(["check-keys", "--samples", "5"]) == 0
     assert "in specdsl.kernels:" in capsys.readouterr().out
+
+
+def test_modules_are_found_in_the_current_folder(tmp_path, monkeypatch, capsys) -> None:
+    """As with python -m, a module in the current folder is found without PYTHONPATH."""
+    (tmp_path / "cwd_keyed.py").write_text(HEADER.format(name="Norm")
+                                          + '        return f"rmsnorm-{self.hidden}"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "cwd_keyed", raising=False)
+    assert main(["check-keys", "cwd_keyed", "--samples", "0"]) == 1
+    assert "INCOMPLETE  cwd_keyed.Norm" in capsys.readouterr().out
 
 
 def test_unknown_module_is_a_clear_error(capsys) -> None:
