@@ -93,6 +93,19 @@ def test_incident_eps_missing_from_key_raises(Norm: type) -> None:
     assert "A parameter baked into the PTX is missing from the key" in message
 
 
+def test_incident_through_a_compile_only_executor(Norm: type) -> None:
+    """The executor (nvJitLink, no GPU) raises on the second eps under the shape-only key."""
+    from specdsl import Executor
+
+    executor = Executor(device=None, target="sm_90")
+    with key_checking(True):
+        executor.ensure_module(Norm(eps=1e-5))
+        executor.ensure_module(Norm(eps=1e-5, rows=64))
+        with pytest.raises(IncompleteKeyError, match="eps: 1e-05 != 1e-06"):
+            executor.ensure_module(Norm(eps=1e-6))
+    assert executor.stats.compiles == 1
+
+
 def test_launch_only_difference_is_proven(Norm: type) -> None:
     """Two requests differing only in a launch field share the PTX: proven, no error."""
     ledger = _recorded(Norm, Norm(rows=1))
