@@ -131,6 +131,67 @@ class ArgumentPacker:
                 f"got {len(args)}")
         return [convert(value, stream) for convert, value in zip(self._converters, args)]
 
+    def writer(self) -> Callable[[tuple[Any, ...], int, Any], None]:
+        """A function ``write(args, stream, buffer)`` that checks ``args`` and packs them.
+
+        It does what :meth:`values` does, then ``struct.pack_into(self.fmt, buffer, 0,
+        ...)``, as one function generated for this signature (the attrs way of making
+        ``__init__``): plain ints for pointers and integer parameters are checked inline,
+        anything else goes through the same converters as :meth:`values`, so the errors
+        are the same. Used on the executor's launch path.
+
+        Raises:
+            LaunchError: as :meth:`values`.
+        """
+        try:
+            from cuda.core import Buffer as buffer_type
+        except ImportError:  # no cuda.core: Buffers cannot reach this packer anyway
+            buffer_type = None
+        lines = ["def write(args, stream, buffer):",
+                 f"    if len(args) != {self.count}:",
+                 "        values(args, stream)",
+                 ]
+        names = []
+        for i, param in enumerate(self.signature.params):
+            names.append(f"v{i}")
+            lines.append(f"    a = args[{i}]")
+            fast = None
+            if param.count is None and (param.is_ptr or param.kind in "us"):
+                low = 0 if (param.is_ptr or param.kind == "u") else -(1 << (param.bits - 1))
+                high = (1 << param.bits) if (param.is_ptr or param.kind == "u") \
+                    else (1 << (param.bits - 1))
+                fast = f"type(a) is int and {low} <= a < {high}"
+                if param.is_ptr and (param.align or 1) > 1:
+                    fast += f" and not a & {(param.align or 1) - 1}"
+            elif param.count is None and param.kind == "f":
+                fast = f"type(a) is float and -{_FLOAT_MAX[param.bits]!r} <= a <= " \
+                       f"{_FLOAT_MAX[param.bits]!r}"
+            if param.is_ptr and param.count is None and buffer_type is not None:
+                # a cuda.core Buffer on the right device: read inline; anything odd (closed,
+                # misaligned, elsewhere) takes the converter, which explains the refusal
+                mask = (param.align or 1) - 1
+                device = "" if self.device_id is None else \
+                    f" and (a.device_id == {self.device_id} or a.device_id < 0)"
+                lines += [f"    if {fast}:",
+                          f"        v{i} = a",
+                          f"    elif type(a) is Buffer and a.is_device_accessible{device}:",
+                          f"        v{i} = int(a.handle)",
+                          f"        if not v{i} or v{i} & {mask} or v{i} >= {1 << param.bits}:",
+                          f"            v{i} = c{i}(a, stream)",
+                          "    else:",
+                          f"        v{i} = c{i}(a, stream)"]
+            elif fast is not None:
+                lines.append(f"    v{i} = a if {fast} else c{i}(a, stream)")
+            else:
+                lines.append(f"    v{i} = c{i}(a, stream)")
+        lines.append(f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})")
+        namespace: dict[str, Any] = {f"c{i}": c for i, c in enumerate(self._converters)}
+        namespace.update(values=self.values, pack_into=struct.pack_into, fmt=self.fmt,
+                         Buffer=buffer_type)
+        exec(compile("\n".join(lines), f"<specdsl writer {self.signature.entry}>", "exec"),
+             namespace)
+        return namespace["write"]
+
     def pack(self, args: tuple[Any, ...], stream: int = 0) -> bytes:
         """The parameter buffer for ``args``, as the driver would copy it (for tests and tools)."""
         return struct.pack(self.fmt, *self.values(args, stream))
@@ -264,11 +325,13 @@ def _read_int_like(value: Any, stream: int) -> tuple[int, int | None, str]:
 
 
 def _read_buffer(value: Any, stream: int) -> tuple[int, int | None, str]:
-    if value.is_closed:
-        return 0, None, "the Buffer is closed"
+    address = int(value.handle)
+    if address == 0:
+        return 0, None, "the Buffer is closed or empty"
     if not value.is_device_accessible:
         return 0, None, "the Buffer is not device-accessible"
-    return int(value.handle), value.device_id, ""
+    device = value.device_id
+    return address, device if device >= 0 else None, ""
 
 
 def _read_torch(value: Any, stream: int) -> tuple[int, int | None, str]:

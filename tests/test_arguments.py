@@ -234,3 +234,38 @@ def test_negative_shared_memory_refused():
     """shared_mem=-1 is refused."""
     with pytest.raises(LaunchError, match=r"shared_mem must be >= 0 bytes \(got -1\)"):
         check_geometry(1, 32, -1, LIMITS)
+
+
+MIXED = (".param .u32 n, .param .s32 k, .param .f32 eps, .param .u64 .ptr .global .align 16 p, "
+         ".param .align 8 .b8 s[8]")
+
+
+@pytest.mark.parametrize("args", [
+    (7, -3, 0.5, 0x1000, bytes(8)),
+    (np.uint32(7), np.int32(-3), np.float32(0.5), np.uint64(0x1000), np.arange(2, dtype=np.int32)),
+    (2**32 - 1, -(2**31), 3, 0, bytes(range(8))),
+])
+def test_writer_packs_like_pack(args):
+    """The generated writer fills the buffer exactly as pack() does."""
+    packer = _packer(MIXED)
+    buffer = bytearray(packer.size)
+    packer.writer()(args, 0, buffer)
+    assert bytes(buffer) == packer.pack(args)
+
+
+@pytest.mark.parametrize("args", [
+    (-1, 0, 0.5, 0x1000, bytes(8)),
+    (1, 2**31, 0.5, 0x1000, bytes(8)),
+    (1, 0, 1e39, 0x1000, bytes(8)),
+    (1, 0, 0.5, 0x1008, bytes(8)),
+    (1, 0, 0.5, 0x1000, bytes(7)),
+    (1, 0, 0.5, 0x1000),
+])
+def test_writer_refuses_like_values(args):
+    """The writer raises the same LaunchError as values() for each bad argument."""
+    packer = _packer(MIXED)
+    with pytest.raises(LaunchError) as expected:
+        packer.values(args)
+    with pytest.raises(LaunchError) as got:
+        packer.writer()(args, 0, bytearray(packer.size))
+    assert str(got.value) == str(expected.value)

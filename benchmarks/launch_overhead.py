@@ -1,0 +1,234 @@
+"""Host-side cost of one kernel launch: specdsl's Executor against the ways around it.
+
+Run on the GPU machine from the repository root::
+
+    python3 benchmarks/launch_overhead.py [--launches 20000] [--repeats 7] [--out DIR]
+
+Every method launches the same tiny problem (VectorAdd, n = 1024 f32: one CTA of 256
+threads; the CuPy row loads the very cubin specdsl built, the torch and Triton rows run
+their own add kernels). Method: for each method, ``--launches`` back-to-back launches
+timed with ``time.perf_counter`` from the first call until a device synchronize after
+the last, divided by the count: microseconds per launch, host submission and the GPU
+draining the queue included (the GPU finishes a 1024-element add in far less time than
+a launch takes to submit, so the host side dominates). The methods take turns, each
+timed ``--repeats`` times; the median is reported, with the spread (max - min) beside it.
+
+Rows:
+  raw cuLaunchKernel          cuda.bindings driver call with pre-packed parameters (floor)
+  cuda.core launch            ``cuda.core.launch(stream, config, kernel, *buffers, n)``
+  Executor.launch (off)       spec reused, key checking off, cuda.core Buffers
+  Executor.launch (on)        spec reused, key checking on
+  Executor.launch (hand key)  spec with a hand-written key(), checking on (ledger hit)
+  Executor.launch (new spec)  ``VectorAdd(...)`` built on every call, checking on
+  Executor.launch (torch)     torch tensors instead of Buffers, checking on
+  CuPy RawKernel              ``RawModule(path=cubin).get_function(...)(grid, block, args)``
+  torch eager                 ``torch.add(a, b, out=c)``
+  Triton                      a ``@triton.jit`` add kernel, BLOCK = 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+N = 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launches", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = parser.parse_args()
+
+    import numpy as np
+    from cuda.bindings import driver
+    from cuda.core import LaunchConfig, launch
+
+    from specdsl import DType, Executor, baked, kernel_spec
+    from specdsl import launch as launch_field
+    from specdsl.kernels import VectorAdd
+    from specdsl.ledger import key_checking
+
+    @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+    class KeyedAdd:
+        """VectorAdd under a (complete) hand-written key."""
+
+        dtype: DType = baked(DType.F32)
+        block: int = launch_field(256)
+
+        def key(self) -> str:
+            return f"vadd-{self.dtype.value}"
+
+    executor = Executor(0, cache_dir=tempfile.mkdtemp())
+    device = executor.device
+    stream = device.default_stream
+    spec = VectorAdd()
+    keyed = KeyedAdd()
+    module = executor.ensure_module(spec)
+    grid, block = spec.grid(N), (spec.block, 1, 1)
+    bufs = [device.allocate(N * 4, stream=stream) for _ in range(3)]
+    for buf in bufs:
+        buf.fill(0, stream=stream)
+    a, b, out = bufs
+    n64 = np.uint64(N)
+    config = LaunchConfig(grid=grid, block=block)
+    kernel = module.kernel
+
+    # raw driver call: parameters packed once, outside the loop
+    params = bytearray(32)
+    struct.pack_into("<4Q", params, 0, int(a.handle), int(b.handle), int(out.handle), N)
+    base = ctypes.addressof((ctypes.c_char * 32).from_buffer(params))
+    pointers = (ctypes.c_void_p * 4)(base, base + 8, base + 16, base + 24)
+    params_address = ctypes.addressof(pointers)
+    function, handle = int(kernel.handle), int(stream.handle)
+    cu_launch = driver.cuLaunchKernel
+
+    def raw():
+        cu_launch(function, grid[0], 1, 1, 256, 1, 1, 0, handle, params_address, 0)
+
+    def core():
+        launch(stream, config, kernel, a, b, out, n64)
+
+    ex_launch = executor.launch
+
+    def specdsl_reused():
+        ex_launch(spec, a, b, out, N, grid=grid, block=block)
+
+    def specdsl_keyed():
+        ex_launch(keyed, a, b, out, N, grid=grid, block=block)
+
+    def specdsl_new():
+        ex_launch(VectorAdd(dtype=DType.F32, block=256), a, b, out, N, grid=grid, block=block)
+
+    methods: dict[str, tuple] = {
+        "raw cuLaunchKernel (pre-packed)": (raw, None),
+        "cuda.core launch": (core, None),
+        "Executor.launch, checking off": (specdsl_reused, False),
+        "Executor.launch, checking on": (specdsl_reused, True),
+        "Executor.launch, hand key, on": (specdsl_keyed, True),
+        "Executor.launch, new spec/call": (specdsl_new, True),
+    }
+    notes = []
+    try:
+        import torch
+
+        ta, tb, tc = (torch.rand(N, device="cuda") for _ in range(3))
+
+        def specdsl_torch():
+            ex_launch(spec, ta, tb, tc, N, grid=grid, block=block)
+
+        def torch_add():
+            torch.add(ta, tb, out=tc)
+
+        methods["Executor.launch, torch args"] = (specdsl_torch, True)
+        methods["torch eager add"] = (torch_add, None)
+    except Exception as exc:  # report, do not hide
+        notes.append(f"torch unavailable: {exc}")
+    try:
+        import cupy as cp
+
+        cubin = Path(tempfile.mkdtemp()) / "vector_add.cubin"
+        cubin.write_bytes(module.cubin)
+        raw_kernel = cp.RawModule(path=str(cubin)).get_function("vector_add")
+        ca, cb, cc = (cp.zeros(N, cp.float32) for _ in range(3))
+
+        def cupy_launch():
+            raw_kernel(grid, block, (ca, cb, cc, n64))
+
+        methods["CuPy RawKernel"] = (cupy_launch, None)
+    except Exception as exc:
+        notes.append(f"CuPy unavailable: {exc}")
+    try:
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def add_kernel(x, y, z, n, BLOCK: tl.constexpr):
+            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            mask = offsets < n
+            tl.store(z + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask),
+                     mask=mask)
+
+        def triton_launch():
+            add_kernel[(1,)](ta, tb, tc, N, BLOCK=1024)
+
+        triton_launch()
+        methods["Triton kernel"] = (triton_launch, None)
+    except Exception as exc:
+        notes.append(f"Triton unavailable: {exc}")
+
+    def run(fn, checking, count):
+        if checking is None:
+            start = time.perf_counter()
+            for _ in range(count):
+                fn()
+            device.sync()
+            return time.perf_counter() - start
+        with key_checking(checking):
+            start = time.perf_counter()
+            for _ in range(count):
+                fn()
+            device.sync()
+            return time.perf_counter() - start
+
+    for fn, checking in methods.values():  # warm-up: JIT, module loads, caches
+        run(fn, checking, 2000)
+    samples: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(args.repeats):
+        for name, (fn, checking) in methods.items():
+            samples[name].append(run(fn, checking, args.launches) / args.launches * 1e6)
+
+    # correctness of the measured path: the last Executor launch computed a + b
+    a_host = np.random.default_rng(0).standard_normal(N).astype(np.float32)
+    b_host = np.random.default_rng(1).standard_normal(N).astype(np.float32)
+    pinned = __import__("cuda.core", fromlist=["LegacyPinnedMemoryResource"]) \
+        .LegacyPinnedMemoryResource()
+    host = pinned.allocate(N * 4)
+    view = np.frombuffer((ctypes.c_float * N).from_address(int(host.handle)), np.float32)
+    view[:] = a_host
+    a.copy_from(host, stream=stream)
+    view[:] = b_host
+    b.copy_from(host, stream=stream)
+    out.fill(0xFF, stream=stream)
+    specdsl_reused()
+    host.copy_from(out, stream=stream)
+    stream.sync()
+    exact = bool(np.array_equal(view, a_host + b_host))
+
+    core_us = statistics.median(samples["cuda.core launch"])
+    lines = [
+        f"# Launch overhead: VectorAdd n={N}, {args.launches} launches x {args.repeats} repeats",
+        "",
+        f"device: {device.name}; method: host wall time of back-to-back launches until a "
+        "device sync, per launch; median of repeats (spread = max - min).",
+        "",
+        "| method | us/launch | spread | vs cuda.core launch |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, values in samples.items():
+        median = statistics.median(values)
+        lines.append(f"| {name} | {median:.2f} | {max(values) - min(values):.2f} | "
+                     f"{median / core_us:.2f}x |")
+    lines += ["", f"Executor.launch result equals NumPy's float32 a + b: {exact}"]
+    lines += [f"note: {n}" for n in notes]
+    text = "\n".join(lines)
+    print(text)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "launch_overhead.md").write_text(text + "\n")
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

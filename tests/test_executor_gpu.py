@@ -1,0 +1,230 @@
+"""The executor on a GPU: VectorAdd through torch, CuPy, cuda.core Buffers and streams.
+
+Every output is poisoned with 0xFF bytes (NaN in every float format) before a launch,
+and every refused launch is checked to have left the poison in place.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from specdsl import DType, Executor, IncompleteKeyError, LaunchError, baked, kernel_spec, launch
+from specdsl.kernels import VectorAdd
+from specdsl.kernels._case import from_bits, relative_error, to_bits
+from specdsl.ledger import key_checking
+
+pytestmark = pytest.mark.gpu
+
+N = 1_000_003  # odd: the last vector takes the element-wise tail path
+TOLERANCE = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class HandKeyedAdd:
+    """VectorAdd's template under a legacy key that forgets the dtype (on purpose)."""
+
+    dtype: DType = baked(DType.F32)
+    block: int = launch(256)
+
+    def key(self) -> str:
+        return "vadd"
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory):
+    return Executor(0, cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+TORCH_DTYPES = {DType.F32: "float32", DType.F16: "float16", DType.BF16: "bfloat16"}
+
+
+def _torch_case(torch, dtype: DType, rng, n: int = N):
+    """Random inputs as torch tensors, a poisoned output, and the inputs in float64."""
+    a_bits, b_bits = to_bits(rng.standard_normal(n), dtype), to_bits(rng.standard_normal(n), dtype)
+
+    def upload(bits):
+        if dtype is DType.BF16:  # NumPy has no bf16: move the bit patterns as int16
+            return torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16).cuda()
+        return torch.from_numpy(bits).cuda()
+
+    a, b = upload(a_bits), upload(b_bits)
+    out = torch.empty(n, dtype=getattr(torch, TORCH_DTYPES[dtype]), device="cuda")
+    out.view(torch.uint8).fill_(0xFF)
+    return a, b, out, from_bits(a_bits, dtype), from_bits(b_bits, dtype)
+
+
+def _download(torch, out, dtype: DType):
+    if dtype is DType.BF16:
+        return from_bits(out.view(torch.int16).cpu().numpy().view(np.uint16), dtype)
+    return out.cpu().numpy().astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.F16, DType.BF16], ids=str)
+def test_vector_add_torch(executor, torch, dtype):
+    """VectorAdd on torch tensors matches the float64 sum within one rounding."""
+    rng = np.random.default_rng(1)
+    spec = VectorAdd(dtype=dtype)
+    a, b, out, a64, b64 = _torch_case(torch, dtype, rng)
+    executor.launch(spec, a, b, out, N, grid=spec.grid(N), block=spec.block)
+    torch.cuda.synchronize()
+    assert relative_error(_download(torch, out, dtype), a64 + b64) <= TOLERANCE[dtype]
+
+
+def test_vector_add_f32_is_exact(executor, torch):
+    """f32 VectorAdd equals NumPy's float32 sum bit for bit (add.rn.f32 is IEEE addition)."""
+    rng = np.random.default_rng(2)
+    a_host = rng.standard_normal(N).astype(np.float32)
+    b_host = rng.standard_normal(N).astype(np.float32)
+    a, b = torch.from_numpy(a_host).cuda(), torch.from_numpy(b_host).cuda()
+    out = torch.empty_like(a)
+    out.view(torch.uint8).fill_(0xFF)
+    spec = VectorAdd()
+    executor.launch(spec, a, b, out, np.uint64(N), grid=spec.grid(N), block=spec.block)
+    np.testing.assert_array_equal(out.cpu().numpy(), a_host + b_host)
+
+
+def test_vector_add_cupy(executor):
+    """VectorAdd on CuPy arrays (read through __cuda_array_interface__) matches float64."""
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(3)
+    a_host, b_host = rng.standard_normal(N).astype(np.float16), rng.standard_normal(N).astype(np.float16)
+    a, b = cp.asarray(a_host), cp.asarray(b_host)
+    out = cp.empty(N, dtype=cp.float16)
+    out.view(cp.uint8).fill(0xFF)
+    spec = VectorAdd(dtype="f16")
+    executor.launch(spec, a, b, out, N, grid=spec.grid(N), block=spec.block)
+    cp.cuda.runtime.deviceSynchronize()
+    expected = a_host.astype(np.float64) + b_host.astype(np.float64)
+    assert relative_error(cp.asnumpy(out), expected) <= TOLERANCE[DType.F16]
+
+
+def test_vector_add_buffers_and_core_stream(executor):
+    """cuda.core Buffers on a cuda.core Stream, copied through pinned host buffers."""
+    from specdsl.demo import run_case
+    from specdsl.kernels.vector_add import example
+
+    case = example(VectorAdd(dtype="bf16"), np.random.default_rng(4), n=4099)
+    errors = run_case(executor, case)
+    assert set(errors) == {"out"} and errors["out"] <= case.tolerance
+
+
+def test_torch_stream(executor, torch):
+    """A launch on a torch.cuda.Stream is ordered after work queued on that stream."""
+    rng = np.random.default_rng(5)
+    stream = torch.cuda.Stream()
+    spec = VectorAdd()
+    with torch.cuda.stream(stream):
+        a, b, out, a64, b64 = _torch_case(torch, DType.F32, rng)
+        a.mul_(2.0)  # queued on `stream`: the kernel must see it
+        executor.launch(spec, a, b, out, N, grid=spec.grid(N), block=spec.block, stream=stream)
+    stream.synchronize()
+    assert relative_error(_download(torch, out, DType.F32), 2.0 * a64 + b64) <= 1e-6
+
+
+def test_launch_from_another_thread(executor, torch):
+    """A thread that never touched CUDA can launch (the device context is made current)."""
+    rng = np.random.default_rng(6)
+    a, b, out, a64, b64 = _torch_case(torch, DType.F32, rng, n=4096)
+    spec = VectorAdd()
+    errors = []
+
+    def worker():
+        try:
+            executor.launch(spec, a, b, out, 4096, grid=spec.grid(4096), block=spec.block)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    torch.cuda.synchronize()
+    assert errors == [] and relative_error(_download(torch, out, DType.F32), a64 + b64) <= 1e-6
+
+
+def _still_poisoned(torch, out) -> bool:
+    torch.cuda.synchronize()
+    return bool((out.view(torch.uint8) == 0xFF).all())
+
+
+def test_incomplete_hand_key_through_launch(executor, torch):
+    """A hand key missing dtype: the second request raises IncompleteKeyError, nothing runs."""
+    rng = np.random.default_rng(7)
+    with key_checking(True):
+        a, b, out, _, _ = _torch_case(torch, DType.F32, rng, n=1024)
+        first = HandKeyedAdd(dtype="f32")
+        executor.launch(first, a, b, out, 1024, grid=4, block=256)
+        a16, b16, out16, _, _ = _torch_case(torch, DType.F16, rng, n=1024)
+        with pytest.raises(IncompleteKeyError, match="vadd") as info:
+            executor.launch(HandKeyedAdd(dtype="f16"), a16, b16, out16, 1024, grid=4, block=256)
+    assert info.value.differing_fields == ("dtype",)
+    assert _still_poisoned(torch, out16)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda a, b, out, n: (a[1:], b, out, n - 1), r"'a'.*aligned to 16 bytes"),
+    (lambda a, b, out, n: (a.cpu(), b, out, n), r"'a'.*on cpu"),
+    (lambda a, b, out, n: (a, b, out[::2], n // 2), r"'out'.*not contiguous"),
+    (lambda a, b, out, n: (a, b, out, -n), r"'n'.*\[0, 2\*\*64\)"),
+    (lambda a, b, out, n: (a, b, out, float(n)), r"'n'.*expects an int"),
+    (lambda a, b, out, n: (a, b, out), r"takes 4 argument"),
+])
+def test_bad_arguments_refused_before_launch(executor, torch, mutate, message):
+    """Misaligned, host, strided, negative, float and missing arguments: LaunchError, no launch."""
+    rng = np.random.default_rng(8)
+    a, b, out, _, _ = _torch_case(torch, DType.F32, rng, n=4096)
+    spec = VectorAdd()
+    with pytest.raises(LaunchError, match=message):
+        executor.launch(spec, *mutate(a, b, out, 4096), grid=16, block=256)
+    assert _still_poisoned(torch, out)
+
+
+@pytest.mark.parametrize("grid, block, shared_mem, message", [
+    (0, 256, 0, r"grid\.x must be at least 1"),
+    (16, 2048, 0, r"2048 threads exceeds"),
+    (16, (256, 1, 128), 0, r"block\.z = 128 exceeds"),
+    (16, 256.0, 0, r"block must be a positive int"),
+    (16, 256, 10**6, r"opt-in limit"),
+])
+def test_bad_geometry_refused_before_launch(executor, torch, grid, block, shared_mem, message):
+    """Zero grids, oversized blocks, float blocks and too much shared memory are refused."""
+    rng = np.random.default_rng(9)
+    a, b, out, _, _ = _torch_case(torch, DType.F32, rng, n=4096)
+    with pytest.raises(LaunchError, match=message):
+        executor.launch(VectorAdd(), a, b, out, 4096, grid=grid, block=block,
+                        shared_mem=shared_mem)
+    assert _still_poisoned(torch, out)
+
+
+def test_large_dynamic_shared_memory_opts_in(executor, torch):
+    """100 KB of dynamic shared memory (above the 48 KB default) launches after opting in."""
+    rng = np.random.default_rng(10)
+    a, b, out, a64, b64 = _torch_case(torch, DType.F32, rng, n=4096)
+    executor.launch(VectorAdd(), a, b, out, 4096, grid=4, block=256, shared_mem=100 * 1024)
+    torch.cuda.synchronize()
+    assert relative_error(_download(torch, out, DType.F32), a64 + b64) <= 1e-6
+
+
+def test_default_target_is_the_device(executor):
+    """The default target is the device's compute capability."""
+    major, minor = executor.device.compute_capability
+    assert executor.target.sm == f"sm_{major}{minor}"
+
+
+def test_stats_count_launch_hits(executor, torch):
+    """Each launch of a cached module counts as a hit."""
+    rng = np.random.default_rng(11)
+    a, b, out, _, _ = _torch_case(torch, DType.F32, rng, n=1024)
+    spec = VectorAdd()
+    executor.launch(spec, a, b, out, 1024, grid=4, block=256)
+    before = executor.stats.hits
+    for _ in range(3):
+        executor.launch(spec, a, b, out, 1024, grid=4, block=256)
+    assert executor.stats.hits == before + 3
