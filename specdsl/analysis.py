@@ -22,9 +22,7 @@ import enum
 import functools
 import importlib
 import inspect
-import os
 import random
-import sys
 import threading
 import time
 import types
@@ -565,13 +563,10 @@ def command_check_keys(args: argparse.Namespace) -> int:
     """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key, 0 otherwise.
 
     ``args``: ``modules`` (names; default ``specdsl.kernels``), ``samples``, ``seed``,
-    ``target``. Modules are imported as ``python -m`` would: the current folder first,
-    so ``specdsl check-keys mykernels`` works from a project's root.
+    ``target``. The CLI puts the current folder first on ``sys.path`` (as ``python -m``
+    does), so ``specdsl check-keys mykernels`` works from a project's root.
     """
     names = args.modules or ["specdsl.kernels"]
-    here = os.getcwd()
-    if "" not in sys.path and here not in sys.path:
-        sys.path.insert(0, here)
     reports = check_keys(names, samples=args.samples, seed=args.seed, target=args.target)
     for report in reports:
         for line in format_report(report):

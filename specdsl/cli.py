@@ -8,6 +8,7 @@ when they find a problem.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -158,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``specdsl`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    # As under ``python -m``: user modules in the current folder resolve (``mymod:MySpec``).
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.insert(0, here)
     try:
         return args.handler(args)
     except SpecdslError as exc:
