@@ -1,8 +1,11 @@
 """The built-in kernels: LLM-inference spec classes, each rendered from ``templates/``."""
 
+from .fp8_quant import Fp8Quant
+from .rope import RoPE
+from .silu_mul import SiluMul
 from .vector_add import VectorAdd
 
 #: Every built-in spec class, in the order ``specdsl list`` shows them.
-ALL = (VectorAdd,)
+ALL = (VectorAdd, RoPE, SiluMul, Fp8Quant)
 
-__all__ = ["VectorAdd", "ALL"]
+__all__ = ["VectorAdd", "RoPE", "SiluMul", "Fp8Quant", "ALL"]
