@@ -21,8 +21,8 @@ SOFTMAX_COLS = (4096, 8192, 32768, 131072)
 EPS = 1e-6
 
 
-def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool) -> BenchCase:
-    spec = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused)
+def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -> BenchCase:
+    spec = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused, **fields)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
 
@@ -47,13 +47,14 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool) -> BenchCase:
             return torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
         torch_args = lambda inputs: inputs[:2]  # noqa: E731
     name = "RMSNorm+residual" if fused else "RMSNorm"
-    return BenchCase(kernel=name, shape=f"tokens={tokens} hidden={hidden}",
+    label = "".join(f" {k}={v}" for k, v in fields.items())
+    return BenchCase(kernel=name, shape=f"tokens={tokens} hidden={hidden}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args)
 
 
-def _softmax(torch: Any, tokens: int, cols: int) -> BenchCase:
-    spec = Softmax(cols=cols, scale=1.0, dtype="bf16")
+def _softmax(torch: Any, tokens: int, cols: int, **fields: Any) -> BenchCase:
+    spec = Softmax(cols=cols, scale=1.0, dtype="bf16", **fields)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
 
@@ -67,7 +68,8 @@ def _softmax(torch: Any, tokens: int, cols: int) -> BenchCase:
     def run_torch(x: Any) -> Any:
         return torch.softmax(x, dim=-1)
 
-    return BenchCase(kernel="Softmax", shape=f"tokens={tokens} cols={cols}",
+    label = "".join(f" {k}={v}" for k, v in fields.items())
+    return BenchCase(kernel="Softmax", shape=f"tokens={tokens} cols={cols}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1])

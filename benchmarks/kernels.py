@@ -145,15 +145,22 @@ def copy_bandwidth(torch: Any) -> float:
 
 def measure(torch: Any, case: BenchCase, launcher: Launcher, compile_torch: bool,
             launches: int) -> dict[str, float]:
-    """Median seconds per launch of specdsl, torch eager and (optionally) torch.compile."""
+    """Median seconds per launch of specdsl, torch eager, (optionally) torch.compile, and
+    a device-to-device copy moving the same bytes (``"copy"``: its fixed launch cost
+    bounds what any kernel of this size can reach)."""
     first = case.make_inputs()
     per_set = sum(t.numel() * t.element_size() for t in first if hasattr(t, "numel"))
     sets = [first] + [case.make_inputs() for _ in range(max(1, -(-ROTATE_BYTES // per_set)) - 1)]
     sets = sets[: max(2, min(len(sets), 64))]
     out: dict[str, float] = {}
+    half = max(1, case.bytes_moved // 2)
+    copies = [(torch.empty(half, dtype=torch.uint8, device="cuda"),
+               torch.randint(0, 255, (half,), dtype=torch.uint8, device="cuda"))
+              for _ in range(max(2, min(64, -(-ROTATE_BYTES // half))))]
     runners: dict[str, Callable[[int], Any]] = {
         "specdsl": lambda i: case.run_specdsl(launcher, sets[i]),
         "eager": lambda i: case.run_torch(*case.torch_args(sets[i])),
+        "copy": lambda i: copies[i % len(copies)][0].copy_(copies[i % len(copies)][1]),
     }
     if compile_torch:
         compiled = torch.compile(case.run_torch, dynamic=False)
@@ -163,7 +170,7 @@ def measure(torch: Any, case: BenchCase, launcher: Launcher, compile_torch: bool
             fn(i % len(sets))
         torch.cuda.synchronize()
         out[name] = statistics.median(device_times(torch, fn, len(sets), launches))
-    del sets
+    del sets, copies
     torch.cuda.empty_cache()
     return out
 
@@ -172,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="comma-separated kernel names (default: all)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--compile-match", default="",
+                        help="run torch.compile only for shapes containing one of these "
+                             "comma-separated texts (e.g. 'tokens=16384 '; default: all)")
     parser.add_argument("--launches", type=int, default=100, help="timed launches per variant")
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for kernels.md")
     args = parser.parse_args(argv)
@@ -182,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     launcher = Launcher(torch)
     copy = copy_bandwidth(torch)
     only = set(args.only.split(",")) if args.only else None
-    header = ("| kernel | shape | MB moved | specdsl us | TB/s | % copy | eager us | % copy "
-              "| compile us | % copy | vs eager | vs compile |")
+    header = ("| kernel | shape | MB moved | specdsl us | TB/s | % copy | same-size copy us "
+              "| eager us | % copy | compile us | % copy | vs eager | vs compile |")
     lines = [f"Device: {torch.cuda.get_device_name()}; device-to-device copy: "
              f"{copy / 1e12:.2f} TB/s (read + write, 1 GiB)", "", header,
              "|" + "---|" * (header.count("|") - 1)]
@@ -191,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     out_path = Path(args.out) / "kernels.md"
     for case in load_cases(torch, only):
         started = time.perf_counter()
-        t = measure(torch, case, launcher, not args.no_compile, args.launches)
+        matches = args.compile_match.split(",")
+        compile_torch = not args.no_compile and any(m in case.shape + " " for m in matches)
+        t = measure(torch, case, launcher, compile_torch, args.launches)
 
         def cell(name: str) -> tuple[str, str]:
             if name not in t:
@@ -204,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         speed_eager = f"{t['eager'] / t['specdsl']:.2f}x"
         speed_comp = f"{t['compile'] / t['specdsl']:.2f}x" if "compile" in t else "-"
         row = (f"| {case.kernel} | {case.shape} | {case.bytes_moved / 1e6:.2f} | {spec_us} | "
-               f"{case.bytes_moved / t['specdsl'] / 1e12:.2f} | {spec_pct} | {eager_us} | "
+               f"{case.bytes_moved / t['specdsl'] / 1e12:.2f} | {spec_pct} | "
+               f"{t['copy'] * 1e6:.2f} | {eager_us} | "
                f"{eager_pct} | {comp_us} | {comp_pct} | {speed_eager} | {speed_comp} |")
         lines.append(row)
         print(row, f"({time.perf_counter() - started:.1f} s)", flush=True)

@@ -17,11 +17,12 @@ from ._checks import one_of
 
 __all__ = ["Softmax", "reference", "example", "MAX_COLS"]
 
-#: Longest row: 8 chunks of 1024 threads x 32 f32 values held in registers.
+#: Longest row (8 chunks of 1024 threads x 8 vectors would allow 524288 f16/bf16;
+#: one limit for every dtype keeps the unrolled PTX small).
 MAX_COLS = 262144
 
-#: Most f32 values of a row one thread holds in registers at a time.
-VALUES_PER_THREAD = 32
+#: Most 16-byte vectors of a row one thread holds in registers at a time (32 words).
+VECTORS_PER_THREAD = 8
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability >= 3.0).
 MAX_GRID_X = 2**31 - 1
@@ -34,15 +35,16 @@ def _lanes(dtype: DType) -> int:
 def default_block(cols: int, dtype: DType) -> int:
     """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
 
-    Aims at 512 threads with ``ceil(vectors / 512)`` 16-byte vectors each; longer rows
-    use 1024 threads, and rows over 1024 * 32 values take several chunks.
+    At most 512 threads with at least two 16-byte vectors each, as many vectors as
+    that takes up to :data:`VECTORS_PER_THREAD`; 1024 threads only for rows longer than
+    512 * VECTORS_PER_THREAD vectors. Measured on the H200 (docs/kernels/softmax.md): a 1024-thread
+    CTA leaves one CTA per SM, whose reduction bubbles idle the memory system (about
+    70% of copy bandwidth against 93% with 512 threads at 16384 x 16384 RMSNorm).
     """
-    lanes = _lanes(dtype)
-    vectors = max(1, cols // lanes)
-    most = VALUES_PER_THREAD // lanes
-    per_thread = -(-vectors // 512)
-    if per_thread > most // 2:
-        per_thread = min(most, -(-vectors // 1024))
+    vectors = max(1, cols // _lanes(dtype))
+    if vectors <= 32:
+        return 32
+    per_thread = min(VECTORS_PER_THREAD, max(2, -(-vectors // 512)))
     threads = -(-vectors // per_thread)
     return min(1024, max(32, -(-threads // 32) * 32))
 
@@ -53,8 +55,7 @@ def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
         raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
                          f"{instance.dtype}: rows are loaded as whole vectors)")
     if cols > MAX_COLS:
-        raise ValueError(f"expected at most {MAX_COLS} columns (8 register-sized chunks "
-                         "of 1024 threads)")
+        raise ValueError(f"expected at most {MAX_COLS} columns")
 
 
 def _check_scale(instance: Any, attribute: Any, scale: float) -> None:
@@ -69,12 +70,12 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
     if _chunks(instance.cols, instance.dtype, block) > 8:
         raise ValueError(f"expected enough threads to hold the row in 8 chunks of "
-                         f"{VALUES_PER_THREAD} values a thread")
+                         f"{VECTORS_PER_THREAD} vectors a thread")
 
 
 def _per_thread(cols: int, dtype: DType, block: int) -> int:
     vectors = cols // _lanes(dtype)
-    return min(VALUES_PER_THREAD // _lanes(dtype), -(-vectors // block))
+    return min(VECTORS_PER_THREAD, -(-vectors // block))
 
 
 def _chunks(cols: int, dtype: DType, block: int) -> int:

@@ -1,0 +1,131 @@
+"""Softmax: rendering, nvJitLink assembly, refused requests, reference, GPU results."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from golden import check_golden
+from ptxcheck import assemble
+from specdsl import SpecError, render
+from specdsl.dtype import DType
+from specdsl.kernels import Softmax
+from specdsl.kernels.softmax import MAX_COLS, example, reference
+
+# Smallest row, an odd size (guarded sweep), register-resident rows, then 2, 4 and 8 chunks.
+COLS = {DType.BF16: (8, 1000, 4096, 32768, 131072, MAX_COLS),
+        DType.F16: (8, 1000, 32768, 50000),
+        DType.F32: (4, 1000, 16384, 131072, MAX_COLS)}
+GRID = [(dtype, cols) for dtype, sizes in COLS.items() for cols in sizes]
+
+
+@pytest.mark.parametrize("dtype,cols", GRID)
+def test_assembles_for_sm90(dtype, cols):
+    """Every dtype at small, odd, resident and multi-chunk row lengths assembles for sm_90."""
+    assert assemble(Softmax(cols=cols, dtype=dtype)).cubin
+
+
+@pytest.mark.parametrize("scale", [-0.5, 0.0])
+def test_negative_and_zero_scale_assemble(scale):
+    """A negative scale (packed min instead of max) and a zero scale assemble too."""
+    spec = Softmax(cols=1000, scale=scale, dtype="f16")
+    ptx = assemble(spec) and render(spec)
+    assert ("min.f16x2" in ptx) == (scale < 0)
+
+
+def test_golden_bf16():
+    """The bf16 cols=4096 scale=0.125 request renders exactly the reviewed PTX."""
+    check_golden("softmax_bf16_4096.ptx", render(Softmax(cols=4096, scale=0.125)))
+
+
+def test_scale_baked_as_base2_immediate():
+    """scale is baked as the f32 immediate of scale * log2(e)."""
+    assert "0f3E38AA3B" in render(Softmax(cols=4096, scale=0.125))  # 0.125 * 1.442695...
+
+
+@pytest.mark.parametrize("cols,dtype,chunks", [(4096, "bf16", 1), (32768, "bf16", 1),
+                                               (131072, "bf16", 2), (MAX_COLS, "f32", 8)])
+def test_chunks(cols, dtype, chunks):
+    """Rows up to 1024 threads x 8 vectors stay in registers; longer rows take chunks."""
+    assert Softmax(cols=cols, dtype=dtype).chunks == chunks
+
+
+def test_bytes_read_counts_second_pass():
+    """bytes_read doubles x for chunked rows; bytes_moved counts x and y once."""
+    resident, chunked = Softmax(cols=4096), Softmax(cols=131072)
+    assert resident.bytes_read(3) == 3 * 4096 * 2
+    assert chunked.bytes_read(3) == 2 * 3 * 131072 * 2
+    assert chunked.bytes_moved(3) == 2 * 3 * 131072 * 2
+
+
+@pytest.mark.parametrize("cols,dtype", [(4096, "bf16"), (1000, "f16"), (MAX_COLS, "f32")])
+def test_block_matches_reqntid(cols, dtype):
+    """launch_dims gives the block the PTX declares with .reqntid."""
+    spec = Softmax(cols=cols, dtype=dtype)
+    declared = int(re.search(r"\.reqntid (\d+)", render(spec)).group(1))
+    assert spec.launch_dims(2) == ((2, 1, 1), (declared, 1, 1))
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(cols=4100), "Softmax.cols = 4100 is invalid: expected a positive multiple of 8"),
+    (dict(cols=4098, dtype="f32"), "expected a positive multiple of 4"),
+    (dict(cols=MAX_COLS + 8), f"Softmax.cols = {MAX_COLS + 8} is invalid: expected at most {MAX_COLS}"),
+    (dict(cols=4096, scale=1e39), "Softmax.scale = 1e+39 is invalid"),
+    (dict(cols=4096, scale=math.inf), "Softmax.scale must be a finite float"),
+    (dict(cols=4096, dtype="i32"), "Softmax.dtype = DType.I32 is invalid: expected one of"),
+    (dict(cols=MAX_COLS, dtype="f32", block=512),
+     "Softmax.block = 512 is invalid: expected enough threads"),
+    (dict(cols=4096, block=1056), "expected a multiple of 32 from 32 to 1024"),
+])
+def test_refused_requests(fields, message):
+    """Shapes the template cannot handle are refused at construction, naming field and value."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        Softmax(**fields)
+
+
+def test_launch_dims_refuses_zero_rows():
+    """launch_dims refuses rows = 0."""
+    with pytest.raises(SpecError, match=re.escape("Softmax rows = 0 is invalid")):
+        Softmax(cols=4096).launch_dims(0)
+
+
+def test_reference_values():
+    """The float64 reference is exp(scale * x) normalized: [0, ln 3] -> [1/4, 3/4]."""
+    np.testing.assert_allclose(reference(np.array([[0.0, math.log(3.0)]]), 1.0), [[0.25, 0.75]])
+
+
+def test_reference_is_stable_for_large_inputs():
+    """Subtracting the maximum keeps the reference finite for huge logits."""
+    np.testing.assert_allclose(reference(np.array([[1000.0, 1000.0]]), 2.0), [[0.5, 0.5]])
+
+
+def test_example_arguments_follow_param_order():
+    """The example's arguments are x, y, rows, in the entry's .param order."""
+    case = example(Softmax(cols=64), np.random.default_rng(0), rows=2)
+    assert [name for name, _ in case.args] == ["x", "y", "rows"]
+    assert re.findall(r"\.param \.\w+(?: \.ptr \.global \.align \d+)? (\w+)",
+                      render(case.spec)) == ["x", "y", "rows"]
+
+
+GPU_CASES = [
+    ("bf16", 4096, 1.0, 300), ("f16", 1000, -0.7, 33), ("f32", 4096, 0.125, 64),
+    ("bf16", 8, 1.0, 1), ("bf16", 32768, 0.5, 5), ("bf16", 131072, 1.0, 2),
+    ("bf16", MAX_COLS, 1.0, 1), ("f32", MAX_COLS, 1.0, 1), ("f16", 50000, 2.0, 3),
+    ("bf16", 4096, 0.0, 2),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,cols,scale,rows", GPU_CASES)
+def test_gpu_matches_reference(dtype, cols, scale, rows):
+    """On the GPU, y is within the dtype's tolerance of the float64 softmax."""
+    from specdsl import Executor
+    from specdsl.demo import run_case
+
+    rng = np.random.default_rng(cols + rows)
+    case = example(Softmax(cols=cols, scale=scale, dtype=dtype), rng, rows=rows)
+    errors = run_case(Executor(), case, rng)
+    assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"
