@@ -1,11 +1,13 @@
 """The built-in kernels: LLM-inference spec classes, each rendered from ``templates/``."""
 
 from .fp8_quant import Fp8Quant
+from .rmsnorm import RMSNorm
 from .rope import RoPE
 from .silu_mul import SiluMul
+from .softmax import Softmax
 from .vector_add import VectorAdd
 
 #: Every built-in spec class, in the order ``specdsl list`` shows them.
-ALL = (VectorAdd, RoPE, SiluMul, Fp8Quant)
+ALL = (VectorAdd, RMSNorm, Softmax, RoPE, SiluMul, Fp8Quant)
 
-__all__ = ["VectorAdd", "RoPE", "SiluMul", "Fp8Quant", "ALL"]
+__all__ = ["VectorAdd", "RMSNorm", "Softmax", "RoPE", "SiluMul", "Fp8Quant", "ALL"]
