@@ -117,6 +117,10 @@ class RMSNorm:
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
 
+    #: The requests ``specdsl verify --grid`` / ``render --grid`` walk (see specdsl.grid).
+    variants = {"hidden": [4096, 8192], "dtype": ["bf16", "f16", "f32"],
+                "fused_residual": [False, True]}
+
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector."""

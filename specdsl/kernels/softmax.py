@@ -126,6 +126,9 @@ class Softmax:
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
 
+    #: The requests ``specdsl verify --grid`` / ``render --grid`` walk (see specdsl.grid).
+    variants = {"cols": [4096, 32768, 131072], "dtype": ["bf16", "f16", "f32"]}
+
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector."""
