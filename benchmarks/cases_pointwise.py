@@ -1,0 +1,123 @@
+"""Benchmark cases of RoPE, SiluMul and Fp8Quant (bf16) for ``benchmarks/kernels.py``.
+
+Shapes: tokens in {1, 16, 256, 4096, 16384} x width in {4096, 8192}, where the width is
+``d`` for SiluMul (x is ``[tokens, 2d]``), ``hidden`` for Fp8Quant (dynamic per-token
+scales) and ``q_heads * head_dim`` for RoPE (head_dim 128, neox, q_heads 32 or 64 with
+8 kv heads, theta 1e6). The torch versions are what an inference stack does in eager
+PyTorch: ``silu(x[:, :d]) * x[:, d:]``; amax, divide, clamp, cast to float8_e4m3fn;
+RoPE through a precomputed cos/sin cache indexed by the positions, rotate-half.
+Run: ``python3 benchmarks/kernels.py --only RoPE,SiluMul,Fp8Quant``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernels import BenchCase
+from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, Fp8Quant
+from specdsl.kernels.rope import RoPE
+from specdsl.kernels.silu_mul import SiluMul
+
+TOKENS = (1, 16, 256, 4096, 16384)
+WIDTHS = (4096, 8192)
+HEAD_DIM = 128
+KV_HEADS = 8
+THETA = 1e6
+MAX_POSITION = 131072
+
+
+def _silu_mul(torch: Any, tokens: int, d: int) -> BenchCase:
+    # Below 1024 tokens one vector per thread in 128-thread CTAs shortens each thread's
+    # dependent chain (the launch is latency-bound); above, two vectors per thread.
+    small = tokens < 1024
+    spec = SiluMul(d=d, dtype="bf16", unroll=1 if small else 2, block=128 if small else 256)
+    grid, block = spec.launch_dims(tokens)
+    count = np.uint32(tokens)
+
+    def make_inputs() -> tuple:
+        x = torch.randn(tokens, 2 * d, dtype=torch.bfloat16, device="cuda") * 2
+        return x, torch.empty(tokens, d, dtype=torch.bfloat16, device="cuda")
+
+    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+        launcher.launch(spec, *inputs, count, grid=grid, block=block)
+
+    def run_torch(x: Any) -> Any:
+        return torch.nn.functional.silu(x[:, :d]) * x[:, d:]
+
+    return BenchCase(kernel="SiluMul", shape=f"tokens={tokens} d={d}",
+                     bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
+                     run_specdsl=run_specdsl, run_torch=run_torch,
+                     torch_args=lambda inputs: inputs[:1])
+
+
+def _fp8_quant(torch: Any, tokens: int, hidden: int) -> BenchCase:
+    spec = Fp8Quant(hidden=hidden, dtype="bf16")
+    grid, block = spec.launch_dims(tokens)
+
+    def make_inputs() -> tuple:
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        q = torch.empty(tokens, hidden, dtype=torch.uint8, device="cuda")
+        return x, q, torch.empty(tokens, dtype=torch.float32, device="cuda")
+
+    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+        launcher.launch(spec, *inputs, grid=grid, block=block)
+
+    def run_torch(x: Any) -> Any:
+        amax = x.abs().amax(dim=-1, keepdim=True).float()
+        scale = (amax / E4M3_MAX).clamp(min=MIN_SCALE)
+        q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        return q, scale
+
+    return BenchCase(kernel="Fp8Quant", shape=f"tokens={tokens} hidden={hidden}",
+                     bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
+                     run_specdsl=run_specdsl, run_torch=run_torch,
+                     torch_args=lambda inputs: inputs[:1])
+
+
+def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
+    q_heads = width // HEAD_DIM
+    spec = RoPE(q_heads=q_heads, kv_heads=KV_HEADS, head_dim=HEAD_DIM, theta=THETA,
+                style="neox", dtype="bf16")
+    grid, block = spec.launch_dims(tokens)
+    count = np.uint32(tokens)
+    half = HEAD_DIM // 2
+    inv_freq = THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float64, device="cuda")
+                         / HEAD_DIM)
+    angles = torch.arange(MAX_POSITION, dtype=torch.float64, device="cuda")[:, None] * inv_freq
+    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=-1).to(torch.bfloat16)
+
+    def make_inputs() -> tuple:
+        q = torch.randn(tokens, q_heads, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+        k = torch.randn(tokens, KV_HEADS, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+        positions = torch.randint(0, MAX_POSITION, (tokens,), dtype=torch.int64, device="cuda")
+        return q, k, positions
+
+    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+        launcher.launch(spec, *inputs, count, grid=grid, block=block)
+
+    def run_torch(q: Any, k: Any, positions: Any) -> Any:
+        cos, sin = cos_sin[positions].unsqueeze(1).chunk(2, dim=-1)
+
+        def rotate(x: Any) -> Any:
+            x1, x2 = x[..., :half], x[..., half:]
+            return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        return rotate(q), rotate(k)
+
+    return BenchCase(kernel="RoPE", shape=f"tokens={tokens} heads={q_heads}+{KV_HEADS}x{HEAD_DIM}",
+                     bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
+                     run_specdsl=run_specdsl, run_torch=run_torch)
+
+
+def cases(torch: Any) -> list[BenchCase]:
+    """RoPE, SiluMul and Fp8Quant cases, bf16."""
+    # Each kernel's torch function is one code object compiled for 10 shapes; dynamo's
+    # default recompile limit (8) would silently fall back to eager for the last ones.
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), 64))
+    found = [_rope(torch, t, w) for w in WIDTHS for t in TOKENS]
+    found += [_silu_mul(torch, t, w) for w in WIDTHS for t in TOKENS]
+    found += [_fp8_quant(torch, t, w) for w in WIDTHS for t in TOKENS]
+    return found
