@@ -18,6 +18,7 @@ Rows:
   cuda.core launch            ``cuda.core.launch(stream, config, kernel, *buffers, n)``
   Executor.launch (off)       spec reused, key checking off, cuda.core Buffers
   Executor.launch (on)        spec reused, key checking on
+  Executor.launch (ints)      device pointers as ints instead of Buffers, checking on
   Executor.launch (hand key)  spec with a hand-written key(), checking on (ledger hit)
   Executor.launch (new spec)  ``VectorAdd(...)`` built on every call, checking on
   Executor.launch (torch)     torch tensors instead of Buffers, checking on
@@ -43,6 +44,20 @@ sys.path.insert(0, str(ROOT))
 
 N = 1024
 
+from specdsl import DType, baked, kernel_spec  # noqa: E402  (after the sys.path insert)
+from specdsl import launch as launch_field  # noqa: E402
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class KeyedAdd:
+    """VectorAdd under a (complete) hand-written key."""
+
+    dtype: DType = baked(DType.F32)
+    block: int = launch_field(256)
+
+    def key(self) -> str:
+        return f"vadd-{self.dtype.value}"
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -55,20 +70,9 @@ def main() -> int:
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, launch
 
-    from specdsl import DType, Executor, baked, kernel_spec
-    from specdsl import launch as launch_field
+    from specdsl import DType, Executor
     from specdsl.kernels import VectorAdd
     from specdsl.ledger import key_checking
-
-    @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-    class KeyedAdd:
-        """VectorAdd under a (complete) hand-written key."""
-
-        dtype: DType = baked(DType.F32)
-        block: int = launch_field(256)
-
-        def key(self) -> str:
-            return f"vadd-{self.dtype.value}"
 
     executor = Executor(0, cache_dir=tempfile.mkdtemp())
     device = executor.device
@@ -105,6 +109,11 @@ def main() -> int:
     def specdsl_reused():
         ex_launch(spec, a, b, out, N, grid=grid, block=block)
 
+    pointers_as_ints = (int(a.handle), int(b.handle), int(out.handle))
+
+    def specdsl_ints():
+        ex_launch(spec, *pointers_as_ints, N, grid=grid, block=block)
+
     def specdsl_keyed():
         ex_launch(keyed, a, b, out, N, grid=grid, block=block)
 
@@ -116,6 +125,7 @@ def main() -> int:
         "cuda.core launch": (core, None),
         "Executor.launch, checking off": (specdsl_reused, False),
         "Executor.launch, checking on": (specdsl_reused, True),
+        "Executor.launch, int pointers, on": (specdsl_ints, True),
         "Executor.launch, hand key, on": (specdsl_keyed, True),
         "Executor.launch, new spec/call": (specdsl_new, True),
     }

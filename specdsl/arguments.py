@@ -136,61 +136,115 @@ class ArgumentPacker:
 
         It does what :meth:`values` does, then ``struct.pack_into(self.fmt, buffer, 0,
         ...)``, as one function generated for this signature (the attrs way of making
-        ``__init__``): plain ints for pointers and integer parameters are checked inline,
+        ``__init__``): plain ints, floats and cuda.core Buffers are checked inline,
         anything else goes through the same converters as :meth:`values`, so the errors
-        are the same. Used on the executor's launch path.
+        are the same.
 
         Raises:
             LaunchError: as :meth:`values`.
         """
+        body, names = self._check_source()
+        lines = ["def write(args, stream, buffer):", *body,
+                 f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})"]
+        return self._generate("write", lines, {})
+
+    def launcher(self, launch_kernel: Callable[..., Any],
+                 function: int) -> Callable[[tuple[Any, ...], int, tuple], int]:
+        """A function ``fire(args, stream, geometry) -> CUresult`` for the launch path.
+
+        Checks and packs ``args`` as :meth:`writer` does, into a parameter buffer of the
+        calling thread's own (made by :meth:`new_slot` on a thread's first launch, so
+        threads never share one and need no lock), then calls
+        ``launch_kernel(function, *grid, *block, shared_mem, stream, params, 0)``
+        (``cuLaunchKernel``'s signature) with ``geometry = (grid, block, shared_mem)``.
+        One generated function, so a launch pays for one Python call on top of the
+        driver's; the driver copies the parameters before it returns.
+
+        Raises:
+            LaunchError: as :meth:`values`.
+        """
+        import threading
+
+        body, names = self._check_source()
+        lines = ["def fire(args, stream, geometry):", *body,
+                 "    (gx, gy, gz), (bx, by, bz), smem = geometry",
+                 "    try:",
+                 "        buffer, address, _ = local.slot",
+                 "    except AttributeError:",
+                 "        buffer, address, _ = local.slot = new_slot()",
+                 f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})",
+                 "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, stream, "
+                 "address, 0)[0]"]
+        return self._generate("fire", lines, dict(
+            launch_kernel=launch_kernel, function=function, local=threading.local(),
+            new_slot=self.new_slot))
+
+    def new_slot(self) -> tuple[bytearray, int, Any]:
+        """A parameter buffer and its ``void*[]`` for ``cuLaunchKernel``'s ``kernelParams``.
+
+        Returns:
+            ``(buffer, address of the pointer array (0 without parameters), the ctypes
+            array to keep alive)``; pointer ``i`` points at ``buffer[offsets[i]]``.
+        """
+        import ctypes
+
+        buffer = bytearray(max(self.size, 8))
+        base = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+        pointers = (ctypes.c_void_p * max(self.count, 1))(
+            *([base + offset for offset in self.offsets] or [0]))
+        return buffer, (ctypes.addressof(pointers) if self.count else 0), pointers
+
+    def _generate(self, name: str, lines: list[str], extra: dict[str, Any]) -> Any:
         try:
             from cuda.core import Buffer as buffer_type
-        except ImportError:  # no cuda.core: Buffers cannot reach this packer anyway
+        except ImportError:  # no cuda.core: no Buffer can reach this packer
             buffer_type = None
-        lines = ["def write(args, stream, buffer):",
-                 f"    if len(args) != {self.count}:",
-                 "        values(args, stream)",
-                 ]
-        names = []
+        namespace: dict[str, Any] = {f"c{i}": c for i, c in enumerate(self._converters)}
+        namespace.update(values=self.values, pack_into=struct.pack_into, fmt=self.fmt,
+                         Buffer=buffer_type, **extra)
+        exec(compile("\n".join(lines), f"<specdsl {name} {self.signature.entry}>", "exec"),
+             namespace)
+        return namespace[name]
+
+    def _check_source(self) -> tuple[list[str], list[str]]:
+        """Python lines that check ``args`` and bind ``v0 .. vN`` (the packed values)."""
+        names = [f"v{i}" for i in range(self.count)]
+        lines = [f"    if len(args) != {self.count}:",
+                 "        values(args, stream)"]
+        if self.count:
+            lines.append(f"    {', '.join(f'a{i}' for i in range(self.count))}, = args")
         for i, param in enumerate(self.signature.params):
-            names.append(f"v{i}")
-            lines.append(f"    a = args[{i}]")
+            a, v = f"a{i}", f"v{i}"
             fast = None
             if param.count is None and (param.is_ptr or param.kind in "us"):
-                low = 0 if (param.is_ptr or param.kind == "u") else -(1 << (param.bits - 1))
-                high = (1 << param.bits) if (param.is_ptr or param.kind == "u") \
-                    else (1 << (param.bits - 1))
-                fast = f"type(a) is int and {low} <= a < {high}"
+                unsigned = param.is_ptr or param.kind == "u"
+                low = 0 if unsigned else -(1 << (param.bits - 1))
+                high = (1 << param.bits) if unsigned else (1 << (param.bits - 1))
+                fast = f"type({a}) is int and {low} <= {a} < {high}"
                 if param.is_ptr and (param.align or 1) > 1:
-                    fast += f" and not a & {(param.align or 1) - 1}"
+                    fast += f" and not {a} & {(param.align or 1) - 1}"
             elif param.count is None and param.kind == "f":
-                fast = f"type(a) is float and -{_FLOAT_MAX[param.bits]!r} <= a <= " \
-                       f"{_FLOAT_MAX[param.bits]!r}"
-            if param.is_ptr and param.count is None and buffer_type is not None:
-                # a cuda.core Buffer on the right device: read inline; anything odd (closed,
+                largest = repr(_FLOAT_MAX[param.bits])
+                fast = f"type({a}) is float and -{largest} <= {a} <= {largest}"
+            if param.is_ptr and param.count is None:
+                # a cuda.core Buffer on this device is read inline; anything odd (closed,
                 # misaligned, elsewhere) takes the converter, which explains the refusal
                 mask = (param.align or 1) - 1
                 device = "" if self.device_id is None else \
-                    f" and (a.device_id == {self.device_id} or a.device_id < 0)"
+                    f" and ({a}.device_id == {self.device_id} or {a}.device_id < 0)"
                 lines += [f"    if {fast}:",
-                          f"        v{i} = a",
-                          f"    elif type(a) is Buffer and a.is_device_accessible{device}:",
-                          f"        v{i} = int(a.handle)",
-                          f"        if not v{i} or v{i} & {mask} or v{i} >= {1 << param.bits}:",
-                          f"            v{i} = c{i}(a, stream)",
+                          f"        {v} = {a}",
+                          f"    elif type({a}) is Buffer{device} and {a}.is_device_accessible:",
+                          f"        {v} = int({a}.handle)",
+                          f"        if not {v} or {v} & {mask} or {v} >= {1 << param.bits}:",
+                          f"            {v} = c{i}({a}, stream)",
                           "    else:",
-                          f"        v{i} = c{i}(a, stream)"]
+                          f"        {v} = c{i}({a}, stream)"]
             elif fast is not None:
-                lines.append(f"    v{i} = a if {fast} else c{i}(a, stream)")
+                lines.append(f"    {v} = {a} if {fast} else c{i}({a}, stream)")
             else:
-                lines.append(f"    v{i} = c{i}(a, stream)")
-        lines.append(f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})")
-        namespace: dict[str, Any] = {f"c{i}": c for i, c in enumerate(self._converters)}
-        namespace.update(values=self.values, pack_into=struct.pack_into, fmt=self.fmt,
-                         Buffer=buffer_type)
-        exec(compile("\n".join(lines), f"<specdsl writer {self.signature.entry}>", "exec"),
-             namespace)
-        return namespace["write"]
+                lines.append(f"    {v} = c{i}({a}, stream)")
+        return lines, names
 
     def pack(self, args: tuple[Any, ...], stream: int = 0) -> bytes:
         """The parameter buffer for ``args``, as the driver would copy it (for tests and tools)."""

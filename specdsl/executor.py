@@ -12,9 +12,7 @@ CUDA is imported lazily: importing this module needs no GPU, driver or cuda-pyth
 from __future__ import annotations
 
 import os
-import struct
 import threading
-import time
 import warnings
 from concurrent.futures import Future
 from typing import Any
@@ -92,12 +90,8 @@ class Module:
     static_shared: int = 0
     dynamic_shared_set: int = 0
     geometries: dict[tuple, Geometry] = attrs.Factory(dict)
-    lock: threading.Lock = attrs.Factory(threading.Lock)
-    write: Any = None           # packer.writer(): checks and packs into ``params``
-    last_geometry: tuple = (None, None, None, None)  # (grid, block, shared_mem, Geometry)
-    params: Any = None          # the parameter buffer (bytearray) the driver copies from
-    params_address: int = 0     # address of the void* array pointing into it
-    keepalive: Any = None
+    fire: Any = None            # packer.launcher(): checks, packs and launches
+    last_geometry: tuple = (None, None, None, None)  # grid, block, shared_mem, checked
 
     def __repr__(self) -> str:
         return (f"<Module {self.key} entry={self.signature.entry} target={self.target.sm} "
@@ -337,8 +331,6 @@ class Executor:
         return module
 
     def _load(self, module: Module) -> None:
-        import ctypes
-
         from cuda.core import ObjectCode
 
         entry = module.signature.entry
@@ -347,16 +339,8 @@ class Executor:
         module.kernel_threads = attributes.max_threads_per_block
         module.static_shared = attributes.shared_size_bytes
         module.function = int(module.kernel.handle)
-        packer = ArgumentPacker(module.signature, device_id=self.device_id)
-        module.packer = packer
-        module.write = packer.writer()
-        params = bytearray(max(packer.size, 8))
-        base = ctypes.addressof((ctypes.c_char * len(params)).from_buffer(params))
-        pointers = (ctypes.c_void_p * max(packer.count, 1))(
-            *[base + offset for offset in packer.offsets] or [0])
-        module.params = params
-        module.params_address = ctypes.addressof(pointers) if packer.count else 0
-        module.keepalive = pointers
+        module.packer = ArgumentPacker(module.signature, device_id=self.device_id)
+        module.fire = module.packer.launcher(self._launch_kernel, module.function)
 
     # -- launches ----------------------------------------------------------------------
 
@@ -397,12 +381,8 @@ class Executor:
         geometry = module.last_geometry
         if not (geometry[0] is grid and geometry[1] is block and geometry[2] is shared_mem):
             geometry = self._geometry_for(module, grid, block, shared_mem)
-        (gx, gy, gz), (bx, by, bz), smem = geometry[3]
-        with module.lock:
-            module.write(args, handle, module.params)
-            (err,) = self._launch_kernel(module.function, gx, gy, gz, bx, by, bz, smem, handle,
-                                         module.params_address, 0)
-        if err != self._success:
+        err = module.fire(args, handle, geometry[3])
+        if err:  # CUresult is an int; CUDA_SUCCESS is 0
             self._launch_failed(err, module, geometry[3], handle, args)
 
     def _lookup(self, spec: Any, key: str | None) -> Module:
@@ -479,11 +459,8 @@ class Executor:
             from cuda.core import Device
 
             Device(self.device_id).set_current()
-            with module.lock:
-                module.write(args, handle, module.params)
-                (err,) = self._launch_kernel(module.function, gx, gy, gz, bx, by, bz, smem,
-                                             handle, module.params_address, 0)
-            if err == self._success:
+            err = module.fire(args, handle, geometry)
+            if not err:
                 return
         raise LaunchError(f"{module.signature.entry}: cuLaunchKernel failed with {err.name} "
                           f"(grid {(gx, gy, gz)}, block {(bx, by, bz)}, shared_mem {smem})")

@@ -188,7 +188,7 @@ def test_bad_arguments_refused_before_launch(executor, torch, mutate, message):
 
 @pytest.mark.parametrize("grid, block, shared_mem, message", [
     (0, 256, 0, r"grid\.x must be at least 1"),
-    (16, 2048, 0, r"2048 threads exceeds"),
+    (16, (32, 64), 0, r"block of 2048 threads exceeds the device's limit of 1024"),
     (16, (256, 1, 128), 0, r"block\.z = 128 exceeds"),
     (16, 256.0, 0, r"block must be a positive int"),
     (16, 256, 10**6, r"opt-in limit"),
