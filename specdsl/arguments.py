@@ -227,14 +227,15 @@ class ArgumentPacker:
                 largest = repr(_FLOAT_MAX[param.bits])
                 fast = f"type({a}) is float and -{largest} <= {a} <= {largest}"
             if param.is_ptr and param.count is None:
-                # a cuda.core Buffer on this device is read inline; anything odd (closed,
-                # misaligned, elsewhere) takes the converter, which explains the refusal
+                # a cuda.core Buffer of this device's memory is read inline; anything else
+                # (pinned or managed memory, closed, misaligned, another device) takes the
+                # converter, which checks it in full and explains a refusal
                 mask = (param.align or 1) - 1
-                device = "" if self.device_id is None else \
-                    f" and ({a}.device_id == {self.device_id} or {a}.device_id < 0)"
+                device = f"{a}.is_device_accessible" if self.device_id is None else \
+                    f"{a}.device_id == {self.device_id}"
                 lines += [f"    if {fast}:",
                           f"        {v} = {a}",
-                          f"    elif type({a}) is Buffer{device} and {a}.is_device_accessible:",
+                          f"    elif type({a}) is Buffer and {device}:",
                           f"        {v} = int({a}.handle)",
                           f"        if not {v} or {v} & {mask} or {v} >= {1 << param.bits}:",
                           f"            {v} = c{i}({a}, stream)",
