@@ -227,12 +227,13 @@ def test_ptx_excerpt_marks_the_line():
 
 
 def test_import_and_render_without_cuda(tmp_path):
-    """Importing specdsl, rendering, keys and a compile-only Executor need no cuda module."""
+    """Importing specdsl (Executor included), rendering and keys load no cuda module."""
     code = (
         "import sys\n"
         "for name in ('cuda', 'cuda.core', 'cuda.bindings', 'cuda.pathfinder'):\n"
         "    sys.modules[name] = None\n"
         "import specdsl\n"
+        "from specdsl import Executor\n"
         "from specdsl.kernels import VectorAdd\n"
         "assert '.entry vector_add' in specdsl.render(VectorAdd())\n"
         "print(specdsl.derived_key(VectorAdd()))\n"
