@@ -57,6 +57,11 @@ class DType(enum.Enum):
         return _TABLE[self][1] // 8
 
     @property
+    def vector_lanes(self) -> int:
+        """Elements in one 16-byte vector access (``ld.global.v4.b32``): 4 for f32, 8 for bf16."""
+        return 16 // (_TABLE[self][1] // 8)
+
+    @property
     def storage(self) -> str:
         """PTX type used to load and store one element (``"f32"``, ``"b16"``, ``"b8"``)."""
         return _TABLE[self][2]

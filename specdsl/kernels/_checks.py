@@ -11,7 +11,7 @@ __all__ = ["block_size", "one_of", "multiple_of", "in_range"]
 def block_size(instance: Any, attribute: Any, value: int) -> None:
     """Threads per CTA: a whole number of warps (multiple of 32), 32..1024."""
     if not (32 <= value <= 1024 and value % 32 == 0):
-        raise ValueError(f"expected a multiple of 32 from 32 to 1024 threads per CTA")
+        raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
 
 
 def one_of(*allowed: Any):

@@ -23,7 +23,7 @@ _MAX_VECTORS_PER_THREAD = 8
 
 
 def _hidden_check(instance: Any, attribute: Any, value: int) -> None:
-    lanes = 16 // instance.dtype.size
+    lanes = instance.dtype.vector_lanes
     if value <= 0 or value % lanes:
         raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
                          f"{instance.dtype})")
@@ -94,7 +94,7 @@ class Fp8Quant:
     @property
     def lanes(self) -> int:
         """Elements per 16-byte input vector."""
-        return 16 // self.dtype.size
+        return self.dtype.vector_lanes
 
     def grid(self, tokens: int) -> tuple[int, int, int]:
         """One CTA per token.

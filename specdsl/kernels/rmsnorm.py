@@ -8,10 +8,10 @@ import attrs
 
 from .. import immediates
 from ..dtype import DType
-from ..errors import SpecError
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
+from ._rows import row_block, row_launch_dims
 from ._checks import one_of
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
@@ -20,33 +20,20 @@ __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
 #: 1024 * 8 * 16 bytes = 128 KiB per row: hidden <= 65536 for f16/bf16, 32768 for f32).
 MAX_VECTORS_PER_THREAD = 8
 
-#: Largest grid.x of a launch (CUDA's limit for compute capability >= 3.0).
-MAX_GRID_X = 2**31 - 1
 
-
-def _lanes(dtype: DType) -> int:
-    return 16 // dtype.size
 
 
 def default_block(hidden: int, dtype: DType) -> int:
-    """Threads per CTA for a row of ``hidden`` elements of ``dtype`` (the ``block`` default).
+    """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
 
-    At most 512 threads with at least two 16-byte vectors each, as many vectors as
-    that takes up to :data:`MAX_VECTORS_PER_THREAD`; 1024 threads only for rows longer than
-    512 * MAX_VECTORS_PER_THREAD vectors. Measured on the H200 (docs/kernels/rmsnorm.md): a 1024-thread
-    CTA leaves one CTA per SM, whose reduction bubbles idle the memory system (about
-    70% of copy bandwidth against 93% with 512 threads at 16384 x 16384 RMSNorm).
+    See :func:`specdsl.kernels._rows.row_block`, with at most :data:`MAX_VECTORS_PER_THREAD`
+    16-byte vectors a thread.
     """
-    vectors = max(1, hidden // _lanes(dtype))
-    if vectors <= 32:
-        return 32
-    per_thread = min(MAX_VECTORS_PER_THREAD, max(2, -(-vectors // 512)))
-    threads = -(-vectors // per_thread)
-    return min(1024, max(32, -(-threads // 32) * 32))
+    return row_block(hidden, dtype, MAX_VECTORS_PER_THREAD)
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
-    lanes = _lanes(instance.dtype)
+    lanes = instance.dtype.vector_lanes
     if hidden <= 0 or hidden % lanes:
         raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
                          f"{instance.dtype}: rows are loaded as whole vectors)")
@@ -65,7 +52,7 @@ def _check_eps(instance: Any, attribute: Any, eps: float) -> None:
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
-    vectors = instance.hidden // _lanes(instance.dtype)
+    vectors = instance.hidden // instance.dtype.vector_lanes
     per_thread = -(-vectors // block)
     if per_thread > MAX_VECTORS_PER_THREAD:
         raise ValueError(
@@ -124,7 +111,7 @@ class RMSNorm:
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector."""
-        return _lanes(self.dtype)
+        return self.dtype.vector_lanes
 
     @property
     def vectors_per_thread(self) -> int:
@@ -137,10 +124,7 @@ class RMSNorm:
         Raises:
             SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
         """
-        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
-            raise SpecError(f"RMSNorm rows = {rows!r} is invalid: expected an int from 1 "
-                            f"to {MAX_GRID_X} (one CTA per row)")
-        return (rows, 1, 1), (self.block, 1, 1)
+        return row_launch_dims("RMSNorm", rows, self.block)
 
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move: x, weight (and residual) read once, y (and s) written once."""

@@ -18,7 +18,7 @@ _MAX_VECTORS = 2**31
 
 
 def _d_check(instance: Any, attribute: Any, value: int) -> None:
-    lanes = 16 // instance.dtype.size
+    lanes = instance.dtype.vector_lanes
     if value <= 0 or value % lanes:
         raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
                          f"{instance.dtype}), so that every row starts 16-byte aligned")
@@ -66,7 +66,7 @@ class SiluMul:
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector."""
-        return 16 // self.dtype.size
+        return self.dtype.vector_lanes
 
     def grid(self, tokens: int) -> tuple[int, int, int]:
         """The grid (in CTAs) that covers ``tokens`` rows.

@@ -9,10 +9,10 @@ import attrs
 
 from .. import immediates
 from ..dtype import DType
-from ..errors import SpecError
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
+from ._rows import row_block, row_launch_dims
 from ._checks import one_of
 
 __all__ = ["Softmax", "reference", "example", "MAX_COLS"]
@@ -24,33 +24,20 @@ MAX_COLS = 262144
 #: Most 16-byte vectors of a row one thread holds in registers at a time (32 words).
 VECTORS_PER_THREAD = 8
 
-#: Largest grid.x of a launch (CUDA's limit for compute capability >= 3.0).
-MAX_GRID_X = 2**31 - 1
 
-
-def _lanes(dtype: DType) -> int:
-    return 16 // dtype.size
 
 
 def default_block(cols: int, dtype: DType) -> int:
     """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
 
-    At most 512 threads with at least two 16-byte vectors each, as many vectors as
-    that takes up to :data:`VECTORS_PER_THREAD`; 1024 threads only for rows longer than
-    512 * VECTORS_PER_THREAD vectors. Measured on the H200 (docs/kernels/softmax.md): a 1024-thread
-    CTA leaves one CTA per SM, whose reduction bubbles idle the memory system (about
-    70% of copy bandwidth against 93% with 512 threads at 16384 x 16384 RMSNorm).
+    See :func:`specdsl.kernels._rows.row_block`, with at most :data:`VECTORS_PER_THREAD`
+    16-byte vectors a thread.
     """
-    vectors = max(1, cols // _lanes(dtype))
-    if vectors <= 32:
-        return 32
-    per_thread = min(VECTORS_PER_THREAD, max(2, -(-vectors // 512)))
-    threads = -(-vectors // per_thread)
-    return min(1024, max(32, -(-threads // 32) * 32))
+    return row_block(cols, dtype, VECTORS_PER_THREAD)
 
 
 def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
-    lanes = _lanes(instance.dtype)
+    lanes = instance.dtype.vector_lanes
     if cols <= 0 or cols % lanes:
         raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
                          f"{instance.dtype}: rows are loaded as whole vectors)")
@@ -74,12 +61,12 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
 
 
 def _per_thread(cols: int, dtype: DType, block: int) -> int:
-    vectors = cols // _lanes(dtype)
+    vectors = cols // dtype.vector_lanes
     return min(VECTORS_PER_THREAD, -(-vectors // block))
 
 
 def _chunks(cols: int, dtype: DType, block: int) -> int:
-    vectors = cols // _lanes(dtype)
+    vectors = cols // dtype.vector_lanes
     return -(-vectors // (block * _per_thread(cols, dtype, block)))
 
 
@@ -132,7 +119,7 @@ class Softmax:
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector."""
-        return _lanes(self.dtype)
+        return self.dtype.vector_lanes
 
     @property
     def chunks(self) -> int:
@@ -145,10 +132,7 @@ class Softmax:
         Raises:
             SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
         """
-        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
-            raise SpecError(f"Softmax rows = {rows!r} is invalid: expected an int from 1 "
-                            f"to {MAX_GRID_X} (one CTA per row)")
-        return (rows, 1, 1), (self.block, 1, 1)
+        return row_launch_dims("Softmax", rows, self.block)
 
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move through device memory: x read once, y written once."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import attrs
-
 from ..dtype import DType
 from ..fields import baked, launch
 from ..spec import kernel_spec
@@ -37,7 +35,7 @@ class VectorAdd:
     @property
     def lanes(self) -> int:
         """Elements per thread (one 16-byte vector)."""
-        return 16 // self.dtype.size
+        return self.dtype.vector_lanes
 
     def grid(self, n: int) -> tuple[int, int, int]:
         """The grid (in CTAs) that covers ``n`` elements with ``block`` threads each."""
