@@ -170,7 +170,9 @@ def measure(torch: Any, case: BenchCase, launcher: Launcher, compile_torch: bool
             fn(i % len(sets))
         torch.cuda.synchronize()
         out[name] = statistics.median(device_times(torch, fn, len(sets), launches))
-    del sets, copies
+    runners.clear()  # the closures hold the input sets: free them before the next case
+    sets.clear()
+    copies.clear()
     torch.cuda.empty_cache()
     return out
 

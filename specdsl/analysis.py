@@ -33,7 +33,6 @@ import attrs
 
 from .errors import RenderError, SpecDefinitionError, SpecdslError, SpecError
 from .fields import canonical
-from .keys import hand_key
 from .render import render
 from .requests import format_request, resolve_spec, spec_name
 from .spec import is_spec, spec_info

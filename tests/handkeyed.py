@@ -1,6 +1,6 @@
-"""A user module with a hand-written key, for CLI tests (``handkeyed:Legacy``)."""
+"""Spec classes with hand-written keys, shared by the tests (``handkeyed:Legacy`` in the CLI)."""
 
-from specdsl import baked, kernel_spec, launch
+from specdsl import DType, baked, kernel_spec, launch
 
 from userspecs import TEMPLATES
 
@@ -15,3 +15,14 @@ class Legacy:
 
     def key(self) -> str:
         return f"legacy-{self.n}"
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class HandKeyedAdd:
+    """VectorAdd's template under a legacy key that forgets the dtype (on purpose)."""
+
+    dtype: DType = baked(DType.F32)
+    block: int = launch(256)
+
+    def key(self) -> str:
+        return "vadd"

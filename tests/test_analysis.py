@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specdsl import SpecDefinitionError, render
+from specdsl import render
 from specdsl.analysis import (
     _stand_in_reads, analyze_class, candidates, key_reads, sampled_proof, template_fields,
 )

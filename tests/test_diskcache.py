@@ -11,24 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from specdsl import DType, Executor, baked, kernel_spec, launch
+from specdsl import Executor
 from specdsl.compile import compile_ptx
 from specdsl.diskcache import MAGIC, disk_key, frame, resolve_cache_dir, unframe
 from specdsl.kernels import VectorAdd
 from specdsl.render import render
 
+from handkeyed import HandKeyedAdd
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-class HandKeyedAdd:
-    """VectorAdd's template under a legacy key that forgets the dtype (on purpose)."""
-
-    dtype: DType = baked(DType.F32)
-    block: int = launch(256)
-
-    def key(self) -> str:
-        return "vadd"
 
 
 def _executor(folder) -> Executor:

@@ -11,23 +11,14 @@ import pytest
 
 import specdsl.executor as executor_module
 from specdsl import (
-    CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, baked,
-    derived_key, kernel_spec, key_checking, launch,
+    CompileError, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
+    key_checking,
 )
 from specdsl.compile import compile_ptx, ptx_excerpt
 from specdsl.grid import representative_request
 from specdsl.kernels import ALL, VectorAdd
 
-
-@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-class HandKeyedAdd:
-    """VectorAdd's template under a legacy key that forgets the dtype (on purpose)."""
-
-    dtype: DType = baked(DType.F32)
-    block: int = launch(256)
-
-    def key(self) -> str:
-        return "vadd"
+from handkeyed import HandKeyedAdd
 
 
 @pytest.fixture

@@ -11,26 +11,17 @@ import threading
 import numpy as np
 import pytest
 
-from specdsl import DType, Executor, IncompleteKeyError, LaunchError, baked, kernel_spec, launch
+from specdsl import DType, Executor, IncompleteKeyError, LaunchError
 from specdsl.kernels import VectorAdd
 from specdsl.kernels._case import from_bits, relative_error, to_bits
 from specdsl.ledger import key_checking
+
+from handkeyed import HandKeyedAdd
 
 pytestmark = pytest.mark.gpu
 
 N = 1_000_003  # odd: the last vector takes the element-wise tail path
 TOLERANCE = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}
-
-
-@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-class HandKeyedAdd:
-    """VectorAdd's template under a legacy key that forgets the dtype (on purpose)."""
-
-    dtype: DType = baked(DType.F32)
-    block: int = launch(256)
-
-    def key(self) -> str:
-        return "vadd"
 
 
 @pytest.fixture(scope="module")

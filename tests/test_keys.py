@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st

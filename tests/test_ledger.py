@@ -318,7 +318,7 @@ def test_switch_refuses_other_values(value: str) -> None:
     """Anything else is an error naming the variable and the value."""
     with pytest.raises(CheckingSwitchError) as info:
         parse_switch(value)
-    assert f"SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on)" in str(info.value)
+    assert "SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on)" in str(info.value)
     assert f"(got {value!r})" in str(info.value)
 
 
