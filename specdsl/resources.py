@@ -29,7 +29,7 @@ import attrs
 
 __all__ = ["Resources", "parse_resources"]
 
-_PTXAS_ENTRY = re.compile(r"^ptxas info\s*: Compiling entry function '([^']+)'")
+_PTXAS_ENTRY = re.compile(r"^ptxas info\s*: Compiling entry function '([^']+)'(?: for 'sm_(\d+))?")
 _PTXAS_PROPS = re.compile(r"^ptxas info\s*: Function properties for '?([^':]+)'?:?\s*$")
 _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
                           r"(\d+) bytes spill loads")
@@ -104,6 +104,21 @@ def _first(pattern: re.Pattern[str], text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+#: Shared memory the system reserves per CTA on sm_80 and newer (CUDA C++ Programming
+#: Guide, "Shared Memory" for compute capability 8.x and 9.0), in bytes.
+SYSTEM_RESERVED_SMEM = 1024
+
+
+def _static_shared(own: dict | None, link: dict, arch: int) -> int:
+    # ptxas omits "bytes smem" for module-scope .shared variables; nvJitLink's figure
+    # then gives it, less the per-CTA reservation it includes.
+    if own and own.get("shared_memory") is not None:
+        return int(own["shared_memory"])
+    linked = int(link.get("shared_memory", 0))
+    reserved = SYSTEM_RESERVED_SMEM if arch >= 80 else 0
+    return max(0, linked - reserved)
+
+
 def parse_resources(log: str) -> dict[str, Resources]:
     """Parse a verbose nvJitLink info log into ``{entry name: Resources}``.
 
@@ -122,6 +137,7 @@ def parse_resources(log: str) -> dict[str, Resources]:
     ptxas: dict[str, dict[str, object]] = {}
     linker: dict[str, dict[str, object]] = {}
     module_banks: dict[int, int] = {}
+    arch = 0                       # compute capability ptxas compiled for, e.g. 90
     current: str | None = None     # entry ptxas is compiling
     described: str | None = None   # function whose properties ptxas prints next
     link_described: str | None = None
@@ -130,6 +146,8 @@ def parse_resources(log: str) -> dict[str, Resources]:
         if match := _PTXAS_ENTRY.match(line):
             current = match.group(1)
             ptxas.setdefault(current, {})
+            if match.group(2):
+                arch = int(match.group(2))
             continue
         if match := _PTXAS_PROPS.match(line):
             described = match.group(1)
@@ -146,7 +164,7 @@ def parse_resources(log: str) -> dict[str, Resources]:
             record = ptxas[current]
             record["registers"] = int(match.group(1))
             record["barriers"] = _first(_BARRIERS, rest) or 0
-            record["shared_memory"] = _first(_SMEM, rest) or 0
+            record["shared_memory"] = _first(_SMEM, rest)  # None: ptxas did not say
             record["banks"] = _banks(rest)
             continue
         if match := _LINK_MODULE.match(line):
@@ -183,7 +201,7 @@ def parse_resources(log: str) -> dict[str, Resources]:
             spill_stores=int((own or {}).get("spill_stores", 0)),
             spill_loads=int((own or {}).get("spill_loads", 0)),
             stack_frame=int((own or {}).get("stack_frame", link.get("stack_frame", 0))),
-            shared_memory=int(base.get("shared_memory", 0)),
+            shared_memory=_static_shared(own, link, arch),
             constant_banks=tuple(sorted(banks.items())),
             barriers=int(base.get("barriers", 0)),
             local_memory=int(link.get("local_memory", 0)),

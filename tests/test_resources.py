@@ -178,3 +178,14 @@ def test_agrees_with_ptxas_command_line(tmp_path):
     assert (spiller.stack_frame, spiller.spill_stores, spiller.spill_loads) == tuple(
         int(g) for g in frame.groups())
     assert (spiller.barriers, spiller.shared_memory) == tuple(int(g) for g in used.groups())
+
+
+def test_module_scope_shared_memory_counted():
+    """Module-scope .shared arrays count (ptxas omits them; nvJitLink's figure less 1 KiB)."""
+    from specdsl import render
+    from specdsl.compile import compile_ptx
+    from specdsl.kernels import RMSNorm
+
+    spec = RMSNorm(hidden=4096, eps=1e-6, block=256)
+    resources = parse_resources(compile_ptx(render(spec)).log)["rmsnorm"]
+    assert resources.shared_memory == 8 * 4  # one f32 partial sum per warp of 8 warps
