@@ -30,7 +30,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(f"{name:10s} {info.template:22s} entry {info.entry}")
         if args.verbose:
             for f in attrs.fields(cls):
-                default = "" if f.default is attrs.NOTHING else f" = {f.default!r}"
+                if f.default is attrs.NOTHING:
+                    default = ""
+                elif isinstance(f.default, attrs.Factory):
+                    default = " = (computed from the other fields)"
+                else:
+                    default = f" = {f.default!r}"
                 doc = f.metadata.get("specdsl.doc") or ""
                 print(f"    {f.metadata['specdsl.role']:6s} {f.name}{default}  {doc}")
     return 0
