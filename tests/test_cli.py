@@ -79,3 +79,25 @@ def test_python_dash_m():
     done = subprocess.run([sys.executable, "-m", "specdsl", "key", "vectoradd"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("derived: vector_add-")
+
+
+def test_console_script_finds_modules_in_the_current_folder(tmp_path):
+    """The installed `specdsl` script resolves module:Class from the current folder."""
+    import shutil
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "specdsl"
+    if not script.exists():
+        script = shutil.which("specdsl")
+    if script is None:
+        pytest.skip("the specdsl console script is not installed next to this Python")
+    (tmp_path / "mykernels.py").write_text(
+        "from specdsl import baked, kernel_spec\n"
+        f"@kernel_spec(template='legacy.ptx.j2', entry='mine', template_dir={str(Path(__file__).parent / 'user_templates')!r})\n"
+        "class Mine:\n"
+        "    n: int = baked(3)\n"
+        "    scale: float = baked(2.0)\n")
+    done = subprocess.run([str(script), "render", "mykernels:Mine", "scale=0.5"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "mov.f32 %f1, 0f3F000000;" in done.stdout and ".entry mine(" in done.stdout
