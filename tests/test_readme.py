@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,3 +28,24 @@ def test_ci_runs_the_readme_test_command():
     """.ci/run calls exactly the README's test command."""
     _, second = _setup_commands()
     assert second in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_python_examples_compile():
+    """Every ```python block of README.md is valid Python (run on the GPU below)."""
+    blocks = re.findall(r"```python\n(.+?)```", (ROOT / "README.md").read_text(), re.S)
+    assert blocks
+    for block in blocks:
+        compile(block, "README.md", "exec")
+
+
+@pytest.mark.gpu
+def test_readme_gpu_example_runs():
+    """The README's executor example runs as written and normalizes the rows."""
+    pytest.importorskip("torch")
+    block = re.findall(r"```python\n(.+?)```", (ROOT / "README.md").read_text(), re.S)[0]
+    namespace: dict = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    torch = namespace["torch"]
+    x, y = namespace["x"].double(), namespace["y"].double()
+    expected = x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6)
+    assert torch.linalg.norm(y - expected) / torch.linalg.norm(expected) < 1e-2
