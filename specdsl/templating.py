@@ -127,11 +127,23 @@ class TemplateFacts:
     digest: str
 
 
+@functools.lru_cache(maxsize=None)
+def _file_facts(env: jinja2.Environment, name: str
+                ) -> tuple[str, frozenset[str], tuple[str | None, ...]]:
+    # One template file's (source digest, undeclared names, referenced templates). Files
+    # are pinned per environment, so this is computed once however many specs share them.
+    source, _, _ = env.loader.get_source(env, name)
+    tree = env.parse(source, name)
+    return (hashlib.sha256(source.encode()).hexdigest(),
+            frozenset(meta.find_undeclared_variables(tree)),
+            tuple(meta.find_referenced_templates(tree)))
+
+
 def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
     """Walk ``name`` and the templates it includes, imports or extends.
 
-    Loads each one into ``env``'s cache as a side effect, so later renders use exactly
-    the digested sources.
+    Reads each one through ``env``'s pinned loader, so later renders use exactly the
+    digested sources. Templates are compiled lazily, at their first render.
 
     Raises:
         jinja2.TemplateNotFound: ``name`` or a template it references does not exist.
@@ -145,12 +157,9 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
         current = pending.pop()
         if current in sources:
             continue
-        source, _, _ = env.loader.get_source(env, current)
-        sources[current] = hashlib.sha256(source.encode()).hexdigest()
-        env.get_template(current)
-        tree = env.parse(source, current)
-        names |= meta.find_undeclared_variables(tree)
-        for ref in meta.find_referenced_templates(tree):
+        sources[current], read, references = _file_facts(env, current)
+        names |= read
+        for ref in references:
             if ref is None:
                 dynamic = True
             else:
