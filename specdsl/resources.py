@@ -61,6 +61,8 @@ class Resources:
             (``cmem[3]`` on sm_90) shared by every entry of the module.
         barriers: named barriers (``bar.sync`` ids) the entry uses.
         local_memory: bytes of local memory nvJitLink reports (``lmem``).
+        spills_reported: whether the log had ptxas's spill line for the entry (some
+            nvJitLink builds print only their own summary, which has no spill figures).
     """
 
     entry: str
@@ -72,6 +74,7 @@ class Resources:
     constant_banks: tuple[tuple[int, int], ...] = ()
     barriers: int = 0
     local_memory: int = 0
+    spills_reported: bool = True
 
     @property
     def constant_memory(self) -> int:
@@ -80,7 +83,12 @@ class Resources:
 
     @property
     def spills(self) -> bool:
-        """True when ptxas spilled registers (any spill store or load)."""
+        """True when ptxas spilled registers (any spill store or load).
+
+        Where the log has no spill figures, any stack frame counts: spills live there.
+        """
+        if not self.spills_reported:
+            return self.stack_frame > 0
         return self.spill_stores > 0 or self.spill_loads > 0
 
     def as_dict(self) -> dict[str, object]:
@@ -92,6 +100,7 @@ class Resources:
             "constant_memory": self.constant_memory,
             "constant_banks": {str(bank): size for bank, size in self.constant_banks},
             "barriers": self.barriers, "local_memory": self.local_memory,
+            "spills_reported": self.spills_reported,
         }
 
 
@@ -205,5 +214,6 @@ def parse_resources(log: str) -> dict[str, Resources]:
             constant_banks=tuple(sorted(banks.items())),
             barriers=int(base.get("barriers", 0)),
             local_memory=int(link.get("local_memory", 0)),
+            spills_reported="spill_stores" in (own or {}),
         )
     return result

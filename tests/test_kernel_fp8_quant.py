@@ -11,7 +11,7 @@ from specdsl.kernels._case import Output
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
 
 from golden import check_golden
-from ptxcheck import assemble
+from ptxcheck import assemble, assert_no_spills
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -19,7 +19,7 @@ from ptxcheck import assemble
 def test_assembles(dtype, hidden):
     """Each dtype, with whole and ragged rows (5120 bf16 = 2.5 vectors per thread), assembles without spills."""
     compiled = assemble(Fp8Quant(dtype=dtype, hidden=hidden))
-    assert "0 bytes spill stores, 0 bytes spill loads" in compiled.log
+    assert_no_spills(compiled)
 
 
 @pytest.mark.parametrize("kw", [
@@ -31,7 +31,7 @@ def test_assembles(dtype, hidden):
 def test_assembles_modes_and_extremes(kw):
     """Static scale modes and the extreme row sizes assemble without spills."""
     compiled = assemble(Fp8Quant(**kw))
-    assert "0 bytes spill stores, 0 bytes spill loads" in compiled.log
+    assert_no_spills(compiled)
 
 
 def test_golden_bf16_dynamic():

@@ -13,7 +13,7 @@ from specdsl.kernels._case import Output, from_bits
 from specdsl.kernels.silu_mul import example, reference
 
 from golden import check_golden
-from ptxcheck import assemble
+from ptxcheck import assemble, assert_no_spills
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -21,13 +21,13 @@ from ptxcheck import assemble
 def test_assembles(dtype, unroll):
     """Each dtype and unroll assembles for sm_90 without spills."""
     compiled = assemble(SiluMul(dtype=dtype, d=4096, unroll=unroll))
-    assert "0 bytes spill stores, 0 bytes spill loads" in compiled.log
+    assert_no_spills(compiled)
 
 
 def test_assembles_widest_row():
     """The widest row (d = 2^20) with the deepest unroll assembles, within 64 registers."""
     compiled = assemble(SiluMul(dtype="bf16", d=2**20, unroll=4))
-    assert "0 bytes spill stores, 0 bytes spill loads" in compiled.log
+    assert_no_spills(compiled)
 
 
 def test_golden_bf16():

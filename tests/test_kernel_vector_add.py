@@ -11,7 +11,7 @@ from specdsl.kernels._case import Output, from_bits
 from specdsl.kernels.vector_add import example
 
 from golden import check_golden
-from ptxcheck import assemble
+from ptxcheck import assemble, assert_no_spills
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -19,7 +19,7 @@ from ptxcheck import assemble
 def test_assembles(dtype, target):
     """Each dtype assembles for Hopper and Blackwell targets without spills."""
     compiled = assemble(VectorAdd(dtype=dtype), target)
-    assert "0 bytes spill stores, 0 bytes spill loads" in compiled.log
+    assert_no_spills(compiled)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
