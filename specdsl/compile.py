@@ -10,12 +10,15 @@ from __future__ import annotations
 import functools
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .errors import CompileError
 from .target import Target
+
+if TYPE_CHECKING:
+    from .resources import Resources
 
 __all__ = ["Compiled", "compile_ptx", "link_options", "ptx_excerpt", "toolchain_version"]
 
@@ -37,6 +40,12 @@ class Compiled:
     log: str
     seconds: float
     target: Target
+
+    def resources(self) -> "dict[str, Resources]":
+        """``{entry: Resources}`` from the log: registers, spills, stack, shared memory."""
+        from .resources import parse_resources
+
+        return parse_resources(self.log, arch=self.target.arch)
 
 
 @functools.cache

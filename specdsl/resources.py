@@ -128,7 +128,7 @@ def _static_shared(own: dict | None, link: dict, arch: int) -> int:
     return max(0, linked - reserved)
 
 
-def parse_resources(log: str) -> dict[str, Resources]:
+def parse_resources(log: str, arch: int | None = None) -> dict[str, Resources]:
     """Parse a verbose nvJitLink info log into ``{entry name: Resources}``.
 
     Entries appear in the order the log first names them. Lines that match no
@@ -138,6 +138,9 @@ def parse_resources(log: str) -> dict[str, Resources]:
 
     Args:
         log: ``specdsl.compile.compile_ptx(...).log`` (``Compiled.log``).
+        arch: the compute capability compiled for (``90``), to take the system's shared
+            memory reservation out of nvJitLink's figure where ptxas's line does not name
+            the target; ``Compiled.resources()`` passes it.
 
     Returns:
         One :class:`Resources` per ``.entry`` of the module; ``.func`` device
@@ -146,7 +149,7 @@ def parse_resources(log: str) -> dict[str, Resources]:
     ptxas: dict[str, dict[str, object]] = {}
     linker: dict[str, dict[str, object]] = {}
     module_banks: dict[int, int] = {}
-    arch = 0                       # compute capability ptxas compiled for, e.g. 90
+    arch = arch or 0               # compute capability compiled for, e.g. 90
     current: str | None = None     # entry ptxas is compiling
     described: str | None = None   # function whose properties ptxas prints next
     link_described: str | None = None

@@ -27,7 +27,7 @@ from .grid import pinned_grid, representative_request, spec_grid
 from .keys import derived_key
 from .render import render
 from .requests import builtin_specs, format_request, parse_request, resolve_spec, spec_name
-from .resources import Resources, parse_resources
+from .resources import Resources
 from .spec import spec_info
 from .target import Target
 
@@ -344,7 +344,7 @@ def verify_request(request: Any, target: Target | str, *, no_spills: bool = Fals
         message = str(exc)
         return Verified(request, target, key, (), 0.0,
                         (f"{type(exc).__name__}: {message.splitlines()[0]}",), message)
-    found = parse_resources(compiled.log)
+    found = compiled.resources()
     entry = spec_info(request).entry
     if entry not in found:
         raise CompileError(f"nvJitLink's info log for {request!r} has no resource report "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from specdsl.compile import Compiled, compile_ptx
-from specdsl.resources import parse_resources
 from specdsl.render import render
 
 
@@ -20,7 +19,7 @@ def assert_no_spills(compiled: Compiled) -> None:
     Reads ptxas's spill figures where the nvJitLink build prints them, and the stack
     frame (where spills live) everywhere, so it holds on every toolchain.
     """
-    resources = parse_resources(compiled.log)
+    resources = compiled.resources()
     assert resources, f"no resource report in the log:\n{compiled.log}"
     for entry, used in resources.items():
         assert not used.spills and used.stack_frame == 0, f"{entry} spills: {used}"

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+from importlib.metadata import entry_points
 
 import pytest
 
@@ -322,6 +323,9 @@ def test_switch_refuses_other_values(value: str) -> None:
     assert f"(got {value!r})" in str(info.value)
 
 
+@pytest.mark.skipif(
+    not any(e.name == "specdsl" for e in entry_points(group="pytest11")),
+    reason="specdsl is not installed: its pytest11 entry point is not registered")
 def test_plugin_turns_checking_on_in_this_run() -> None:
     """The specdsl pytest plugin has turned checking on for this very test session."""
     assert ledger_module._defaults.explicit is True

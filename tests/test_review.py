@@ -294,7 +294,11 @@ def test_verify_json(capsys, user):
     assert small["violations"] == [] and small["error"] is None
     assert small["resources"][0]["entry"] == "spill"
     assert small["resources"][0]["spill_stores"] == 0
-    assert big["resources"][0]["spill_stores"] > 0 and len(big["violations"]) == 1
+    spilled = big["resources"][0]
+    # nvJitLink builds that print no ptxas lines report the spill as a stack frame
+    assert spilled["spill_stores"] > 0 or (not spilled["spills_reported"]
+                                           and spilled["stack_frame"] > 0)
+    assert len(big["violations"]) == 1
     assert big["compile_seconds"] > 0
 
 
