@@ -83,21 +83,37 @@ def canonical(value: Any) -> tuple:
     Raises:
         TypeError: a value of a type the key cannot see exactly.
     """
+    # Exact types first: coerced field values are plain ints, floats, enum members...
+    # and this runs for every field each time a request is hashed or compared.
+    kind = type(value)
+    if kind is int:
+        return ("int", value)
+    if kind is float:
+        return ("float", _pack_f64(value).hex())
+    cached = _ENUM_FORMS.get(id(value))  # members are singletons: cache by identity
+    if cached is not None and cached[0] is value:
+        return cached[1]
+    if isinstance(value, enum.Enum):  # before int and str: IntEnum and StrEnum are both
+        form = ("enum", f"{kind.__module__}.{kind.__qualname__}", value.name)
+        _ENUM_FORMS[id(value)] = (value, form)
+        return form
     if value is None:
         return ("none",)
     if isinstance(value, bool):
         return ("bool", int(value))
     if isinstance(value, int):
-        return ("int", value)
+        return ("int", int(value))
     if isinstance(value, float):
-        return ("float", struct.pack(">d", value).hex())
+        return ("float", _pack_f64(float(value)).hex())
     if isinstance(value, str):
-        return ("str", value)
-    if isinstance(value, enum.Enum):
-        return ("enum", f"{type(value).__module__}.{type(value).__qualname__}", value.name)
+        return ("str", str(value))
     if isinstance(value, tuple):
         return ("tuple",) + tuple(canonical(item) for item in value)
-    raise TypeError(f"no canonical form for {type(value).__name__} value {value!r}")
+    raise TypeError(f"no canonical form for {kind.__name__} value {value!r}")
+
+
+_pack_f64 = struct.Struct(">d").pack
+_ENUM_FORMS: dict[int, tuple[enum.Enum, tuple]] = {}
 
 
 def _describe(tp: Any) -> str:

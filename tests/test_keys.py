@@ -154,3 +154,20 @@ def test_equal_keys_iff_equal_ptx(data):
         assert same_ptx
     if not same_ptx:
         assert not same_key
+
+
+def test_int_enum_members_are_not_ints():
+    """IntEnum members keep their class and name apart from the equal int."""
+    import enum
+
+    from specdsl.fields import canonical
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    class Other(enum.IntEnum):
+        LOW = 1
+
+    assert canonical(Level.LOW) != canonical(1)
+    assert canonical(Level.LOW) != canonical(Other.LOW)
+    assert canonical(Level.LOW) == canonical(Level.LOW)
