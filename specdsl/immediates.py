@@ -23,6 +23,9 @@ __all__ = ["encode_float", "f32", "f64", "f16", "bf16", "integer"]
 
 # name: (exponent bits, mantissa bits)
 _FORMATS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23)}
+# formats the struct module packs directly: (code, bits); the exact path below handles
+# the rest and every refusal (overflow, rounding to zero) with its message
+_STRUCT_FORMATS = {"f32": ("<f", 32), "f16": ("<e", 16)}
 _INT_RANGES = {
     "u8": (0, 2**8 - 1), "s8": (-(2**7), 2**7 - 1),
     "u16": (0, 2**16 - 1), "s16": (-(2**15), 2**15 - 1),
@@ -59,6 +62,14 @@ def encode_float(value: float, fmt: str, *, allow_nonfinite: bool = False) -> in
         return top | (exp_all_ones << mbits) | quiet
     if x == 0.0:
         return top
+    if fmt in _STRUCT_FORMATS:  # CPython packs with IEEE round-to-nearest-even
+        code, width = _STRUCT_FORMATS[fmt]
+        try:
+            bits = int.from_bytes(struct.pack(code, x), "little")
+        except OverflowError:
+            bits = None
+        if bits is not None and bits & ~(1 << (width - 1)):
+            return bits
     bias = (1 << (ebits - 1)) - 1
     exact = Fraction(abs(x))
     exponent = max(math.floor(math.log2(abs(x))), 1 - bias)

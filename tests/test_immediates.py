@@ -91,3 +91,22 @@ def test_integer_range(value, ptx_type):
     """Integers out of the PTX type's range are refused with the range."""
     with pytest.raises(RenderError, match=f"does not fit {ptx_type}"):
         integer(value, ptx_type)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64), st.sampled_from(["f32", "f16"]))
+def test_struct_fast_path_agrees_with_exact_path(x, fmt):
+    """The struct-based fast path gives the exact path's bits, and the same refusals."""
+    import specdsl.immediates as immediates
+
+    def encode(fast):
+        saved = immediates._STRUCT_FORMATS
+        immediates._STRUCT_FORMATS = saved if fast else {}
+        try:
+            return encode_float(x, fmt)
+        except RenderError as exc:
+            return str(exc)
+        finally:
+            immediates._STRUCT_FORMATS = saved
+
+    assert encode(True) == encode(False)
