@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..dtype import DType
 from ..errors import SpecError
 
-__all__ = ["MAX_GRID_X", "row_block", "row_launch_dims"]
+__all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
@@ -40,3 +40,15 @@ def row_launch_dims(kernel: str, rows: int, block: int
         raise SpecError(f"{kernel} rows = {rows!r} is invalid: expected an int from 1 "
                         f"to {MAX_GRID_X} (one CTA per row)")
     return (rows, 1, 1), (block, 1, 1)
+
+
+def check_whole_vectors(elements: int, dtype: DType) -> None:
+    """Refuse a row length that is not a positive number of 16-byte vectors of ``dtype``.
+
+    Raises:
+        ValueError: naming the multiple expected (the spec turns it into a SpecError).
+    """
+    lanes = dtype.vector_lanes
+    if elements <= 0 or elements % lanes:
+        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
+                         f"{dtype}: rows are loaded as whole vectors)")

@@ -11,7 +11,7 @@ from ..dtype import DType
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
-from ._rows import row_block, row_launch_dims
+from ._rows import check_whole_vectors, row_block, row_launch_dims
 from ._checks import one_of
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
@@ -19,8 +19,6 @@ __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
 #: Most 16-byte vectors of a row one thread keeps in registers (so at most
 #: 1024 * 8 * 16 bytes = 128 KiB per row: hidden <= 65536 for f16/bf16, 32768 for f32).
 MAX_VECTORS_PER_THREAD = 8
-
-
 
 
 def default_block(hidden: int, dtype: DType) -> int:
@@ -33,10 +31,8 @@ def default_block(hidden: int, dtype: DType) -> int:
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
+    check_whole_vectors(hidden, instance.dtype)
     lanes = instance.dtype.vector_lanes
-    if hidden <= 0 or hidden % lanes:
-        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
-                         f"{instance.dtype}: rows are loaded as whole vectors)")
     limit = 1024 * MAX_VECTORS_PER_THREAD * lanes
     if hidden > limit:
         raise ValueError(f"expected at most {limit} elements of {instance.dtype} (a row is "

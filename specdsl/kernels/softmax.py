@@ -12,7 +12,7 @@ from ..dtype import DType
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
-from ._rows import row_block, row_launch_dims
+from ._rows import check_whole_vectors, row_block, row_launch_dims
 from ._checks import one_of
 
 __all__ = ["Softmax", "reference", "example", "MAX_COLS"]
@@ -25,8 +25,6 @@ MAX_COLS = 262144
 VECTORS_PER_THREAD = 8
 
 
-
-
 def default_block(cols: int, dtype: DType) -> int:
     """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
 
@@ -37,10 +35,7 @@ def default_block(cols: int, dtype: DType) -> int:
 
 
 def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
-    lanes = instance.dtype.vector_lanes
-    if cols <= 0 or cols % lanes:
-        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
-                         f"{instance.dtype}: rows are loaded as whole vectors)")
+    check_whole_vectors(cols, instance.dtype)
     if cols > MAX_COLS:
         raise ValueError(f"expected at most {MAX_COLS} columns")
 
