@@ -112,11 +112,6 @@ def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
 
 def cases(torch: Any) -> list[BenchCase]:
     """RoPE, SiluMul and Fp8Quant cases, bf16."""
-    # Each kernel's torch function is one code object compiled for 10 shapes; dynamo's
-    # default recompile limit (8) would silently fall back to eager for the last ones.
-    config = torch._dynamo.config
-    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
-    setattr(config, name, max(getattr(config, name), 64))
     found = [_rope(torch, t, w) for w in WIDTHS for t in TOKENS]
     found += [_silu_mul(torch, t, w) for w in WIDTHS for t in TOKENS]
     found += [_fp8_quant(torch, t, w) for w in WIDTHS for t in TOKENS]

@@ -191,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.manual_seed(0)
+    # Each kernel's torch function is one code object compiled for every shape; dynamo's
+    # default recompile limit (8) would silently fall back to eager for the last ones.
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), 256))
     launcher = Launcher(torch)
     copy = copy_bandwidth(torch)
     only = set(args.only.split(",")) if args.only else None
