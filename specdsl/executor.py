@@ -123,8 +123,10 @@ class Executor:
                  cache_dir: str | os.PathLike[str] | None = None, *,
                  ledger: _ledger.KeyLedger | None = None) -> None:
         self.ledger = ledger if ledger is not None else _ledger.KeyLedger()
-        self._modules: dict[str, Module] = {}
-        self._pending: dict[str, Future] = {}
+        # keyed by (hand-written?, module key): a hand-written key that happens to spell
+        # a derived key never reaches the module built under that derived key
+        self._modules: dict[tuple[bool, str], Module] = {}
+        self._pending: dict[tuple[bool, str], Future] = {}
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
@@ -259,7 +261,7 @@ class Executor:
             TypeError: ``spec`` is not a kernel spec.
         """
         module_key, written = self._module_key(spec, key)
-        module = self._modules.get(module_key)
+        module = self._modules.get((written, module_key))
         if module is None:
             module = self._build_once(module_key, spec, written)
             if module.spec is spec:
@@ -271,15 +273,16 @@ class Executor:
         return module
 
     def _build_once(self, module_key: str, spec: Any, written: bool) -> Module:
+        slot = (written, module_key)
         with self._lock:
-            module = self._modules.get(module_key)
+            module = self._modules.get(slot)
             if module is not None:
                 self._hits += 1
                 return module
-            future = self._pending.get(module_key)
+            future = self._pending.get(slot)
             owner = future is None
             if owner:
-                future = self._pending[module_key] = Future()
+                future = self._pending[slot] = Future()
         if not owner:
             self._hits += 1
             return future.result()
@@ -287,12 +290,12 @@ class Executor:
             module = self._build(module_key, spec, written)
         except BaseException as exc:
             with self._lock:
-                del self._pending[module_key]
+                del self._pending[slot]
             future.set_exception(exc)
             raise
         with self._lock:
-            self._modules[module_key] = module
-            del self._pending[module_key]
+            self._modules[slot] = module
+            del self._pending[slot]
         future.set_result(module)
         return module
 

@@ -234,3 +234,11 @@ def test_import_and_render_without_cuda(tmp_path):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_hand_key_spelling_a_derived_key_gets_its_own_module(executor):
+    """A key= string equal to another request's derived key never returns that module."""
+    f32, f16 = VectorAdd(dtype="f32"), VectorAdd(dtype="f16")
+    derived = executor.ensure_module(f32)
+    written = executor.ensure_module(f16, key=derived.key)
+    assert written is not derived and written.derived_key == derived_key(f16, "sm_90")
