@@ -41,6 +41,11 @@ _MEMO_LIMIT = 65536
 class ExecutorStats:
     """A snapshot of an executor's counters (later calls do not change it).
 
+    ``hits`` and ``misses`` are counted without a lock on the launch path (a lock there
+    would cost more than the rest of the bookkeeping): under concurrent launches from
+    several threads they can undercount slightly. ``compiles`` and ``compile_seconds``
+    are exact.
+
     Attributes:
         hits: module lookups answered from memory (every launch is one).
         misses: lookups that had to build a module.
