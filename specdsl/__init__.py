@@ -17,6 +17,7 @@ from .errors import (
     SpecdslError,
     SpecError,
     TargetError,
+    UnreadFieldWarning,
 )
 from .executor import Executor
 from .fields import baked, launch
@@ -34,5 +35,5 @@ __all__ = [
     "key_checking", "suspend_key_proof", "KeyLedger",
     "Executor",
     "SpecdslError", "SpecError", "SpecDefinitionError", "TargetError",
-    "RenderError", "CompileError", "LaunchError", "IncompleteKeyError",
+    "RenderError", "CompileError", "LaunchError", "IncompleteKeyError", "UnreadFieldWarning",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "CompileError",
     "LaunchError",
     "IncompleteKeyError",
+    "UnreadFieldWarning",
 ]
 
 
@@ -98,3 +99,11 @@ class IncompleteKeyError(SpecdslError, RuntimeError):
         self.first = first
         self.request = request
         self.differing_fields = tuple(differing_fields)
+
+
+class UnreadFieldWarning(UserWarning):
+    """A baked field that the template (with everything it reaches) never reads.
+
+    Every value of such a field renders the same PTX under its own derived key:
+    redundant compiles. Make it a ``launch(...)`` field, or read it in the template.
+    """

@@ -7,6 +7,7 @@ party's facts about a field) and is read back through ``attrs.fields(cls)``.
 from __future__ import annotations
 
 import enum
+import inspect
 import math
 import numbers
 import struct
@@ -31,10 +32,30 @@ _NOTHING = attrs.NOTHING
 
 def _field(role: str, default: Any, validator: Any, converter: Any,
            allow_nonfinite: bool, doc: str | None) -> Any:
+    if isinstance(validator, (list, tuple)):
+        validator = [_adapt_validator(v) for v in validator]
+    elif validator is not None:
+        validator = _adapt_validator(validator)
     return attrs.field(
         default=default, validator=validator, converter=converter,
         metadata={ROLE: role, NONFINITE: allow_nonfinite, DOC: doc},
     )
+
+
+def _adapt_validator(validator: Any) -> Any:
+    """Accept ``check(value)`` as well as attrs' ``check(instance, attribute, value)``."""
+    try:
+        parameters = inspect.signature(validator).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: assume the attrs protocol
+        return validator
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    if len(positional) == 1 and not variadic:
+        def check(instance: Any, attribute: Any, value: Any) -> None:
+            validator(value)
+        check.__name__ = getattr(validator, "__name__", "check")
+        return check
+    return validator
 
 
 def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
@@ -43,8 +64,9 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
 
     Args:
         default: the value when the caller gives none.
-        validator: an attrs validator (or list of them), e.g. ``attrs.validators.ge(1)``;
-            a ``ValueError`` or ``TypeError`` it raises becomes a :class:`SpecError`
+        validator: an attrs validator (or a list of them), e.g. ``attrs.validators.ge(1)``,
+            ``check(instance, attribute, value)``, or a plain ``check(value)``; a
+            ``ValueError`` or ``TypeError`` it raises becomes a :class:`SpecError`
             naming the field and the value.
         converter: applied before specdsl's own type coercion.
         allow_nonfinite: let a ``float`` field hold NaN and infinity (refused by default,

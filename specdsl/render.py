@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jinja2
@@ -11,6 +12,11 @@ from .spec import spec_info
 from .target import Target
 
 __all__ = ["render", "render_context"]
+
+# A PTX module must open with these directives (PTX ISA 11.1-11.2); nvJitLink's own error
+# for a module without them ("does not match type NVJITLINK_INPUT_PTX") says nothing useful.
+_VERSION = re.compile(r"^\s*\.version\s", re.MULTILINE)
+_TARGET = re.compile(r"^\s*\.target\s", re.MULTILINE)
 
 
 def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
@@ -54,4 +60,7 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
         raise RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}") from exc
     if f".entry {info.entry}" not in text:
         raise RenderError(f"{spec!r}: template {info.template!r} defines no '.entry {info.entry}'")
+    if not (_VERSION.search(text) and _TARGET.search(text)):
+        raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "
+                          "directive: start it with {% include \"header.ptx.j2\" %}")
     return text if text.endswith("\n") else text + "\n"

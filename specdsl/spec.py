@@ -5,13 +5,14 @@ from __future__ import annotations
 import keyword
 import sys
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import attrs
 import jinja2
 
-from .errors import SpecDefinitionError, SpecError
+from .errors import SpecDefinitionError, SpecError, UnreadFieldWarning
 from .fields import BAKED, LAUNCH, NONFINITE, canonical, make_coercer, role_of
 from .templating import CONTEXT_NAMES, TemplateFacts, environment, template_facts
 
@@ -101,6 +102,12 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
                 f"{name}: template {exc.name or template!r} line {exc.lineno}: "
                 f"{exc.message}{hint}") from None
         _check_names(name, template, facts, baked_names, launch_names)
+        unread = [f for f in baked_names if f not in facts.names]
+        if unread and not facts.dynamic:
+            warnings.warn(UnreadFieldWarning(
+                f"{name}: template {template!r} never reads baked field(s) "
+                f"{', '.join(unread)}: each value compiles identical PTX under its own key "
+                "(make them launch(...) fields, or read them in the template)"), stacklevel=2)
         info = SpecInfo(
             cls_name=f"{cls.__module__}.{name}", template=template, entry=entry,
             search_path=search_path, baked=baked_names, launch=launch_names, facts=facts,
@@ -134,10 +141,17 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
                                   f"({', '.join(sorted(RESERVED))})")
     try:
         hints = typing.get_type_hints(cls)
-        tp = hints[field.name]
-        coerce = make_coercer(owner, field.name, tp, field.metadata.get(NONFINITE, False))
-    except (NameError, KeyError, TypeError) as exc:
-        raise SpecDefinitionError(f"{owner}.{field.name}: {exc}") from None
+    except NameError as exc:
+        raise SpecDefinitionError(f"{owner}.{field.name}: annotation: {exc}") from None
+    if field.name not in hints:
+        raise SpecDefinitionError(
+            f"{owner}.{field.name} has no type annotation: write "
+            f"'{field.name}: float = {role}(...)' (int, float, bool, str, an Enum, ...)")
+    try:
+        coerce = make_coercer(owner, field.name, hints[field.name],
+                              field.metadata.get(NONFINITE, False))
+    except TypeError as exc:  # the message already names owner.field
+        raise SpecDefinitionError(str(exc)) from None
     user_converter = field.converter
     user_validator = field.validator
 
@@ -148,7 +162,8 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
             except SpecError:
                 raise
             except (ValueError, TypeError) as exc:
-                raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: {exc}") from None
+                raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: "
+                                f"{_reason(exc)}") from None
         return coerce(value)
 
     def validate(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -157,13 +172,20 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
         except SpecError:
             raise
         except (ValueError, TypeError) as exc:
-            raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: {exc}") from None
+            raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: "
+                            f"{_reason(exc)}") from None
 
     return field.evolve(
         converter=convert,
         validator=validate if user_validator is not None else None,
         eq=True, eq_key=canonical, hash=None,
     )
+
+
+def _reason(exc: Exception) -> str:
+    # attrs' validators raise ValueError(message, attribute, expected, value): keep the message
+    first = exc.args[0] if exc.args else ""
+    return first if isinstance(first, str) and len(exc.args) > 1 else str(exc)
 
 
 def _check_names(owner: str, template: str, facts: TemplateFacts,

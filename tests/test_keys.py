@@ -95,14 +95,14 @@ def test_template_pinned_within_a_process(tmp_path):
     """Within a process a template is read once: key and PTX stay consistent after an edit."""
     from specdsl import baked, kernel_spec
 
-    (tmp_path / "p.ptx.j2").write_text(".entry {{ entry }} // one\n")
+    (tmp_path / "p.ptx.j2").write_text('{% include "header.ptx.j2" %}\n.entry {{ entry }} // one\n')
 
     @kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)
     class P:
         n: int = baked(1)
 
     before = (render(P()), derived_key(P()))
-    (tmp_path / "p.ptx.j2").write_text(".entry {{ entry }} // two\n")
+    (tmp_path / "p.ptx.j2").write_text('{% include "header.ptx.j2" %}\n.entry {{ entry }} // two\n')
 
     @kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)
     class P:  # noqa: F811 - redefined on purpose

@@ -98,3 +98,18 @@ def test_deterministic_across_hash_seeds():
         outputs.append(json.loads(done.stdout))
     assert outputs[0] == outputs[1]
     assert len({key for _, key in outputs[0]}) == 6
+
+
+def test_missing_header_refused(tmp_path):
+    """A template without .version/.target fails at render, saying to include the header."""
+    from specdsl import baked, kernel_spec
+
+    (tmp_path / "bare.ptx.j2").write_text(".visible .entry {{ entry }}() { ret; }\n")
+
+    @kernel_spec(template="bare.ptx.j2", entry="bare", template_dir=tmp_path)
+    class Bare:
+        pass
+
+    with pytest.raises(RenderError, match=r"renders no .version/.target directive: start it "
+                                          r"with \{% include \"header.ptx.j2\" %\}"):
+        render(Bare())

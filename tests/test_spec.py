@@ -162,3 +162,53 @@ def test_bad_entry_refused():
     """The entry must be a PTX identifier."""
     with pytest.raises(SpecDefinitionError, match="entry must be an identifier"):
         kernel_spec(template="toy.ptx.j2", entry="my-kernel")
+
+
+def test_plain_one_argument_validators(tmp_path):
+    """A validator may be a plain check(value), alone or in a list with attrs validators."""
+    def positive(value):
+        if value <= 0:
+            raise ValueError("expected a positive value")
+
+    cls = _define("toy.ptx.j2", {
+        "scale": (float, baked(1.0, validator=[positive, attrs.validators.le(10.0)])),
+        "offset": (float, baked(0.0)), "n": (int, baked(4)), "dtype": (DType, baked(DType.F32)),
+        "flag": (bool, baked(False)), "limit": (int | None, baked(None)),
+        "mode": (str, baked("fast")), "dims": (tuple[int, ...], baked((1,))),
+    })
+    assert cls(scale=2.0).scale == 2.0
+    with pytest.raises(SpecError, match=r"^Bad.scale = -1.0 is invalid: expected a positive value$"):
+        cls(scale=-1.0)
+    with pytest.raises(SpecError, match=r"^Bad.scale = 11.0 is invalid: 'scale' must be <= 10.0"):
+        cls(scale=11.0)
+
+
+def test_attrs_validator_message_is_readable():
+    """attrs' own validators give their message, not a tuple of their internals."""
+    cls = _define("legacy.ptx.j2", {
+        "n": (int, baked(1)), "scale": (float, baked(1.0)),
+        "block": (int, launch(256, validator=attrs.validators.in_([128, 256]))),
+    })
+    with pytest.raises(SpecError) as info:
+        cls(block=100)
+    assert str(info.value) == "Bad.block = 100 is invalid: 'block' must be in [128, 256] (got 100)"
+
+
+def test_unannotated_field_refused():
+    """A field without an annotation says how to write one."""
+    namespace = {"__module__": __name__, "__annotations__": {"scale": float},
+                 "n": baked(1), "scale": baked(1.0)}
+    with pytest.raises(SpecDefinitionError, match=r"Bad.n has no type annotation: write 'n: "):
+        kernel_spec(template="legacy.ptx.j2", entry="x", template_dir=TEMPLATES)(
+            type("Bad", (), namespace))
+
+
+def test_unread_baked_field_warns(tmp_path):
+    """A baked field the template never reads is reported at class definition."""
+    from specdsl import UnreadFieldWarning
+
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ n }}\n")
+    with pytest.warns(UnreadFieldWarning, match=r"Bad: template 't.ptx.j2' never reads baked "
+                                                r"field\(s\) dtype: each value compiles"):
+        _define("t.ptx.j2", {"n": (int, baked(1)), "dtype": (DType, baked(DType.F32))},
+                template_dir=tmp_path)
