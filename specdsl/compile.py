@@ -103,6 +103,7 @@ def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None) -
         log = str(exc)
         if linker is not None:
             log = (linker.get_error_log() or "") + log
+        log = log.replace("\x00", "")  # the C string's terminator comes along
         match = _LINE.search(log)
         excerpt = ptx_excerpt(ptx, int(match.group(1))) if match else ""
         what = f"{spec!r}" if spec is not None else "PTX"

@@ -445,5 +445,8 @@ def command_verify(args: argparse.Namespace) -> int:
     for result in failed:
         for violation in result.violations:
             print(f"FAIL {request_label(result.request)}: {violation}")
+        if result.error is not None:  # the whole nvJitLink log and PTX excerpt, indented
+            for line in result.error.splitlines()[1:]:
+                print(f"    {line}")
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

@@ -421,3 +421,19 @@ def test_grid_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch)
     assert code == 0
     assert [d["fields"] for d in json.loads(out)] == [{"hidden": 64, "wide": True},
                                                       {"hidden": 128, "wide": True}]
+
+
+def test_verify_prints_the_compile_log(capsys, tmp_path, monkeypatch):
+    """A compile failure shows nvJitLink's error and the PTX around it, not just a headline."""
+    (tmp_path / "broken.ptx.j2").write_text(
+        '{% include "header.ptx.j2" %}\n'
+        ".visible .entry {{ entry }}()\n{\n    add.rn.bf16x9 %r1, %r1, %r1;\n    ret;\n}\n")
+    (tmp_path / "brokenkernels.py").write_text(
+        "from specdsl import baked, kernel_spec\n"
+        f"@kernel_spec(template='broken.ptx.j2', entry='broken', template_dir={str(tmp_path)!r})\n"
+        "class Broken:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, _ = run(capsys, "verify", "brokenkernels:Broken")
+    assert code == 1 and "FAIL brokenkernels:Broken: CompileError: nvJitLink could not" in out
+    assert "Unknown modifier '.bf16x9'" in out
+    assert ">   " in out and "add.rn.bf16x9 %r1, %r1, %r1;" in out and "\x00" not in out
