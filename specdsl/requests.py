@@ -116,6 +116,9 @@ def parse_request(cls: type, assignments: list[str]) -> Any:
         if name not in fields:
             raise SpecError(f"{cls.__qualname__} has no field {name!r} "
                             f"(fields: {', '.join(info.baked + info.launch)})")
+        if name in values:
+            raise SpecError(f"{cls.__qualname__}.{name} is given twice ({item!r}); give each "
+                            "field once")
         values[name] = _parse_value(cls.__qualname__, name, hints[name], text.strip())
     try:
         return cls(**values)

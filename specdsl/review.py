@@ -284,7 +284,9 @@ def command_diff(args: argparse.Namespace) -> int:
                         "(SPEC a=1 -- a=2) or a second target (--target-b sm_90a)")
     cls = resolve_spec(name)
     spec_a = parse_request(cls, a_words)
-    spec_b = parse_request(cls, a_words + (b_words or []))
+    overridden = {word.partition("=")[0].strip() for word in b_words or []}
+    kept = [word for word in a_words if word.partition("=")[0].strip() not in overridden]
+    spec_b = parse_request(cls, kept + (b_words or []))
     target_b = target_b or target_a
     ptx_a, ptx_b = render(spec_a, target_a), render(spec_b, target_b)
     key_a, key_b = derived_key(spec_a, target_a), derived_key(spec_b, target_b)

@@ -55,6 +55,8 @@ def test_key_prints_hand_written(capsys):
     (["render", "vectoradd", "dtype"], "expected field=value (got 'dtype')"),
     (["render", "vectoradd", "width=3"], "VectorAdd has no field 'width' (fields: dtype, block)"),
     (["render", "vectoradd", "block=abc"], "VectorAdd.block must be an int (got 'abc')"),
+    (["render", "vectoradd", "block=64", "block=128"],
+     "VectorAdd.block is given twice ('block=128'); give each field once"),
     (["render", "nosuch"], "unknown spec 'nosuch': built-in specs are"),
     (["render", "no.such.module:X"], "cannot import module 'no.such.module'"),
     (["render", "vectoradd", "dtype=bf16", "--target", "sm_80"], "needs sm_90 or newer"),
