@@ -549,7 +549,8 @@ def format_report(report: KeyReport) -> list[str]:
         lines.append(f"    note: {report.note}")
     elif report.samples.pairs:
         sampled = report.samples
-        lines.append(f"    sampled: {sampled.pairs} pairs differing in one baked field, "
+        pairs = "pair" if sampled.pairs == 1 else "pairs"
+        lines.append(f"    sampled: {sampled.pairs} {pairs} differing in one baked field, "
                      f"{sampled.shared} shared a key, {len(sampled.counterexamples)} "
                      f"rendered different PTX" +
                      (f", {sampled.skipped} not renderable" if sampled.skipped else ""))
