@@ -21,6 +21,7 @@ Rows:
   Executor.launch (ints)      device pointers as ints instead of Buffers, checking on
   Executor.launch (hand key)  spec with a hand-written key(), checking on (ledger hit)
   Executor.launch (new spec)  ``VectorAdd(...)`` built on every call, checking on
+  Executor.bind launcher      ``executor.bind(spec, grid=, block=)`` once, then ``bound(*args)``
   Executor.launch (torch)     torch tensors instead of Buffers, checking on
   CuPy RawKernel              ``RawModule(path=cubin).get_function(...)(grid, block, args)``
   torch eager                 ``torch.add(a, b, out=c)``
@@ -120,6 +121,11 @@ def main() -> int:
     def specdsl_new():
         ex_launch(VectorAdd(dtype=DType.F32, block=256), a, b, out, N, grid=grid, block=block)
 
+    bound = executor.bind(spec, grid=grid, block=block)
+
+    def specdsl_bound():
+        bound(a, b, out, N)
+
     methods: dict[str, tuple] = {
         "raw cuLaunchKernel (pre-packed)": (raw, None),
         "cuda.core launch": (core, None),
@@ -128,6 +134,7 @@ def main() -> int:
         "Executor.launch, int pointers, on": (specdsl_ints, True),
         "Executor.launch, hand key, on": (specdsl_keyed, True),
         "Executor.launch, new spec/call": (specdsl_new, True),
+        "Executor.bind launcher, Buffers": (specdsl_bound, True),
     }
     notes = []
     try:

@@ -179,6 +179,35 @@ class ArgumentPacker:
             launch_kernel=launch_kernel, function=function, local=threading.local(),
             new_slot=self.new_slot))
 
+    def bound_launcher(self, launch_kernel: Callable[..., Any], function: int, stream: int,
+                       geometry: tuple, on_error: Callable[[Any, tuple], None]
+                       ) -> Callable[..., None]:
+        """A function ``launch(*args)`` with the stream and geometry fixed (``Executor.bind``).
+
+        Checks and packs as :meth:`launcher` does, in one generated function, and calls
+        ``on_error(err, args)`` when the driver returns an error.
+
+        Raises:
+            LaunchError: as :meth:`values`.
+        """
+        import threading
+
+        (gx, gy, gz), (bx, by, bz), smem = geometry
+        body, names = self._check_source()
+        lines = ["def launch(*args):", *body,
+                 "    try:",
+                 "        buffer, address, _ = local.slot",
+                 "    except AttributeError:",
+                 "        buffer, address, _ = local.slot = new_slot()",
+                 f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})",
+                 f"    err = launch_kernel(function, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, "
+                 f"{smem}, stream, address, 0)[0]",
+                 "    if err:",
+                 "        on_error(err, args)"]
+        return self._generate("launch", lines, dict(
+            launch_kernel=launch_kernel, function=function, local=threading.local(),
+            new_slot=self.new_slot, stream=stream, on_error=on_error))
+
     def new_slot(self) -> tuple[bytearray, int, Any]:
         """A parameter buffer and its ``void*[]`` for ``cuLaunchKernel``'s ``kernelParams``.
 

@@ -15,7 +15,7 @@ import os
 import threading
 import warnings
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -392,6 +392,39 @@ class Executor:
         err = module.fire(args, handle, geometry[3])
         if err:  # CUresult is an int; CUDA_SUCCESS is 0
             self._launch_failed(err, module, geometry[3], handle, args)
+
+    def bind(self, spec: Any, *, grid: Any, block: Any, stream: Any = None,
+             shared_mem: int = 0, key: str | None = None) -> Callable[..., None]:
+        """A launcher for ``spec`` with its geometry and stream fixed: ``bound(*args)``.
+
+        For hot loops: the module lookup, the key proof (while checking is on) and the
+        geometry checks happen once, here; each call still checks and packs every
+        argument against the ``.param`` signature, exactly as :meth:`launch` does, and
+        then launches. A bound launcher is tied to this executor and device.
+
+        Args:
+            spec, grid, block, stream, shared_mem, key: as for :meth:`launch`.
+
+        Returns:
+            A function ``bound(*args)`` taking the kernel's arguments in ``.param`` order
+            (one generated function: checks, packing and the driver call); its attributes
+            ``module``, ``grid``, ``block`` and ``shared_mem`` tell what it launches.
+
+        Raises:
+            LaunchError, IncompleteKeyError: as :meth:`launch`, at bind time.
+        """
+        module = self._lookup(spec, key)
+        geometry = self._geometry_for(module, grid, block, shared_mem)[3]
+        handle = self._default_handle if stream is None else stream_handle(stream)
+
+        def on_error(err: Any, args: tuple) -> None:
+            self._launch_failed(err, module, geometry, handle, args)
+
+        bound = module.packer.bound_launcher(self._launch_kernel, module.function, handle,
+                                             geometry, on_error)
+        bound.module, bound.stream = module, stream  # the stream object stays alive
+        bound.grid, bound.block, bound.shared_mem = geometry
+        return bound
 
     def _lookup(self, spec: Any, key: str | None) -> Module:
         try:

@@ -242,3 +242,9 @@ def test_hand_key_spelling_a_derived_key_gets_its_own_module(executor):
     derived = executor.ensure_module(f32)
     written = executor.ensure_module(f16, key=derived.key)
     assert written is not derived and written.derived_key == derived_key(f16, "sm_90")
+
+
+def test_bind_needs_a_device(executor):
+    """A compile-only executor refuses to bind a launcher."""
+    with pytest.raises(LaunchError, match="this executor is compile-only"):
+        executor.bind(VectorAdd(), grid=1, block=256)

@@ -219,3 +219,23 @@ def test_stats_count_launch_hits(executor, torch):
     for _ in range(3):
         executor.launch(spec, a, b, out, 1024, grid=4, block=256)
     assert executor.stats.hits == before + 3
+
+
+def test_bound_launcher_matches_launch(executor, torch):
+    """A bound launcher computes what launch computes, on a torch stream, checked the same way."""
+    rng = np.random.default_rng(11)
+    spec = VectorAdd(dtype=DType.F16)
+    a, b, out, a64, b64 = _torch_case(torch, DType.F16, rng)
+    stream = torch.cuda.Stream()
+    bound = executor.bind(spec, grid=spec.grid(N), block=spec.block, stream=stream)
+    assert bound.grid == spec.grid(N) and bound.block == (spec.block, 1, 1)
+    bound(a, b, out, N)
+    stream.synchronize()
+    assert relative_error(_download(torch, out, DType.F16), a64 + b64) <= TOLERANCE[DType.F16]
+    out.view(torch.uint8).fill_(0xFF)
+    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
+        bound(a, b, out)
+    with pytest.raises(LaunchError, match=r"parameter 'n' \(.u64 n\) expects"):
+        bound(a, b, out, -1)
+    torch.cuda.synchronize()
+    assert bool(torch.isnan(out).all())  # refused launches never reached the GPU
