@@ -102,7 +102,7 @@ def test_deterministic_across_hash_seeds():
 
 def test_missing_header_refused(tmp_path):
     """A template without .version/.target fails at render, saying to include the header."""
-    from specdsl import baked, kernel_spec
+    from specdsl import kernel_spec
 
     (tmp_path / "bare.ptx.j2").write_text(".visible .entry {{ entry }}() { ret; }\n")
 
