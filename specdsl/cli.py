@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of every ``specdsl`` command."""
     parser = argparse.ArgumentParser(
         prog="specdsl", description="Render, key, prove, verify and run PTX kernel specs.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"specdsl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, handler: Callable, help_: str) -> argparse.ArgumentParser:

@@ -103,3 +103,12 @@ def test_console_script_finds_modules_in_the_current_folder(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "mov.f32 %f1, 0f3F000000;" in done.stdout and ".entry mine(" in done.stdout
+
+
+def test_version(capsys):
+    """--version prints the package version."""
+    import specdsl
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out == f"specdsl {specdsl.__version__}\n"
