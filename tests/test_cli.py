@@ -112,3 +112,14 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0 and capsys.readouterr().out == f"specdsl {specdsl.__version__}\n"
+
+
+def test_version_matches_pyproject():
+    """specdsl.__version__ is the version pyproject.toml publishes."""
+    import tomllib
+    from pathlib import Path
+
+    import specdsl
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert specdsl.__version__ == project["project"]["version"]
