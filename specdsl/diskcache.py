@@ -36,7 +36,8 @@ from typing import Any
 
 from .errors import SpecdslError
 
-__all__ = ["DiskCache", "disk_key", "resolve_cache_dir", "DISK_SCHEMA", "ENV_VAR", "MAGIC"]
+__all__ = ["DiskCache", "disk_key", "resolve_cache_dir", "prepare_folder", "DISK_SCHEMA",
+           "ENV_VAR", "MAGIC"]
 
 #: Bump when the disk key's inputs or the entry layout change.
 DISK_SCHEMA = "specdsl-disk-key/1"
@@ -98,8 +99,13 @@ def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None) -> Path | None:
     return Path(chosen).expanduser()
 
 
-def _prepare(path: Path) -> None:
-    """Create ``path`` (mode 0700) and check with ``lstat`` that it is our own folder."""
+def prepare_folder(path: Path) -> None:
+    """Create ``path`` (mode 0700) and check with ``lstat`` that it is our own folder.
+
+    Raises:
+        CacheDirError: it cannot be created, is a link or not a folder, or belongs to
+            another user.
+    """
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = os.lstat(path)
@@ -127,7 +133,7 @@ class DiskCache:
         from cuda.core.utils import FileStreamProgramCache
 
         self.path = Path(path)
-        _prepare(self.path)
+        prepare_folder(self.path)
         self._store = FileStreamProgramCache(self.path)
         self.rejected = 0
         self._warned = False
