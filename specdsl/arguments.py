@@ -163,21 +163,11 @@ class ArgumentPacker:
         Raises:
             LaunchError: as :meth:`values`.
         """
-        import threading
-
-        body, names = self._check_source()
-        lines = ["def fire(args, stream, geometry):", *body,
+        lines = ["def fire(args, stream, geometry):", *self._pack_source(),
                  "    (gx, gy, gz), (bx, by, bz), smem = geometry",
-                 "    try:",
-                 "        buffer, address, _ = local.slot",
-                 "    except AttributeError:",
-                 "        buffer, address, _ = local.slot = new_slot()",
-                 f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})",
                  "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, stream, "
                  "address, 0)[0]"]
-        return self._generate("fire", lines, dict(
-            launch_kernel=launch_kernel, function=function, local=threading.local(),
-            new_slot=self.new_slot))
+        return self._generate("fire", lines, self._launch_names(launch_kernel, function))
 
     def bound_launcher(self, launch_kernel: Callable[..., Any], function: int, stream: int,
                        geometry: tuple, on_error: Callable[[Any, tuple], None]
@@ -190,23 +180,31 @@ class ArgumentPacker:
         Raises:
             LaunchError: as :meth:`values`.
         """
-        import threading
-
         (gx, gy, gz), (bx, by, bz), smem = geometry
-        body, names = self._check_source()
-        lines = ["def launch(*args):", *body,
-                 "    try:",
-                 "        buffer, address, _ = local.slot",
-                 "    except AttributeError:",
-                 "        buffer, address, _ = local.slot = new_slot()",
-                 f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})",
+        lines = ["def launch(*args):", *self._pack_source(),
                  f"    err = launch_kernel(function, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, "
                  f"{smem}, stream, address, 0)[0]",
                  "    if err:",
                  "        on_error(err, args)"]
         return self._generate("launch", lines, dict(
-            launch_kernel=launch_kernel, function=function, local=threading.local(),
-            new_slot=self.new_slot, stream=stream, on_error=on_error))
+            self._launch_names(launch_kernel, function), stream=stream, on_error=on_error))
+
+    def _pack_source(self) -> list[str]:
+        """Lines that check ``args``, then pack them into this thread's parameter buffer
+        (``buffer``, its pointer array at ``address``), for the generated launchers."""
+        body, names = self._check_source()
+        return [*body,
+                "    try:",
+                "        buffer, address, _ = local.slot",
+                "    except AttributeError:",
+                "        buffer, address, _ = local.slot = new_slot()",
+                f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})"]
+
+    def _launch_names(self, launch_kernel: Callable[..., Any], function: int) -> dict[str, Any]:
+        import threading
+
+        return dict(launch_kernel=launch_kernel, function=function, local=threading.local(),
+                    new_slot=self.new_slot)
 
     def new_slot(self) -> tuple[bytearray, int, Any]:
         """A parameter buffer and its ``void*[]`` for ``cuLaunchKernel``'s ``kernelParams``.

@@ -248,3 +248,56 @@ def test_bind_needs_a_device(executor):
     """A compile-only executor refuses to bind a launcher."""
     with pytest.raises(LaunchError, match="this executor is compile-only"):
         executor.bind(VectorAdd(), grid=1, block=256)
+
+
+@pytest.fixture
+def fake_driver_executor():
+    """An executor whose driver launch is recorded instead of made (module loading stubbed)."""
+    from specdsl.arguments import ArgumentPacker, DeviceLimits
+
+    calls = []
+
+    def launch_kernel(*args):
+        calls.append(args)
+        return (0,)
+
+    ex = Executor(None, target="sm_90", cache_dir="off")
+    ex._device, ex._default_handle, ex._launch_kernel = object(), 7, launch_kernel
+    ex.limits = DeviceLimits(max_threads_per_block=1024, max_block=(1024, 1024, 64),
+                             max_grid=(2**31 - 1, 65535, 65535), shared_per_block=49152,
+                             shared_per_block_optin=232448)
+
+    def load(module):
+        module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
+        module.packer = ArgumentPacker(module.signature, device_id=0)
+        module.fire = module.packer.launcher(launch_kernel, 1234)
+
+    ex._load = load
+    return ex, calls
+
+
+def test_bound_launcher_makes_the_same_driver_call(fake_driver_executor):
+    """bind(...)(*args) and launch(...) pass the driver identical arguments and parameters."""
+    import ctypes
+
+    ex, calls = fake_driver_executor
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    ex.launch(spec, *args, grid=(4, 1, 1), block=256)
+    ex.bind(spec, grid=(4, 1, 1), block=256)(*args)
+    (first, second) = calls
+    assert first[:9] == second[:9] == (1234, 4, 1, 1, 256, 1, 1, 0, 7)
+    for call in calls:  # the kernelParams array points at the packed values
+        pointers = (ctypes.c_void_p * 4).from_address(call[9])
+        values = [ctypes.c_uint64.from_address(p).value for p in pointers]
+        assert values == list(args)
+
+
+def test_bound_launcher_checks_arguments(fake_driver_executor):
+    """A bound launcher refuses bad arguments before the driver is called."""
+    ex, calls = fake_driver_executor
+    bound = ex.bind(VectorAdd(), grid=1, block=256)
+    with pytest.raises(LaunchError, match=r"parameter 'a' .* expects an address aligned to 16"):
+        bound(0x7F0000000001, 0x7F0000001000, 0x7F0000002000, 1024)
+    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
+        bound(1, 2)
+    assert calls == []
