@@ -15,7 +15,6 @@ import attrs
 from hypothesis import strategies as st
 
 from specdsl import SpecError
-from specdsl.spec import spec_info
 
 TARGETS = st.sampled_from(["sm_90", "sm_90a", "sm_100"])
 
@@ -52,9 +51,25 @@ def field_pools(cls: type) -> dict[str, list[Any]]:
 
 @st.composite
 def requests(draw: st.DrawFn, cls: type) -> Any:
-    """A valid request of ``cls`` with fields drawn from :func:`field_pools`."""
-    spec_info(cls)  # fail fast for a non-spec
-    values = {name: draw(st.sampled_from(pool)) for name, pool in field_pools(cls).items()}
+    """A valid request of ``cls``: a member of its grid with up to two fields redrawn.
+
+    Starting from the grid (``specdsl.grid.spec_grid``) keeps most draws valid for specs
+    whose fields constrain each other; redrawing fields from :func:`field_pools` reaches
+    values no grid lists. Requests the validators refuse are rejected.
+    """
+    from specdsl.grid import spec_grid
+
+    return draw(variations(draw(st.sampled_from(spec_grid(cls)))))
+
+
+@st.composite
+def variations(draw: st.DrawFn, base: Any) -> Any:
+    """``base`` with up to two fields redrawn from :func:`field_pools` (maybe none: ``base``)."""
+    cls = type(base)
+    pools = field_pools(cls)
+    values = {f.name: getattr(base, f.name) for f in attrs.fields(cls)}
+    for name in draw(st.lists(st.sampled_from(sorted(pools)), max_size=2, unique=True)):
+        values[name] = draw(st.sampled_from(pools[name]))
     try:
         return cls(**values)
     except SpecError:
