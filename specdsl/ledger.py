@@ -217,6 +217,9 @@ class _Reference:
     first: Any
     first_derived: str
     digest: str | None
+    # a request recorded under the same key with other PTX while checking was off: the
+    # key is then known incomplete, and every later proof under it raises
+    conflict: Any = None
 
 
 @attrs.define(eq=False)
@@ -288,8 +291,10 @@ class KeyLedger:
 
         Raises:
             IncompleteKeyError: the key already holds different PTX for this target and
-                checking is on (:func:`checking_enabled`); with checking off the first
-                reference is kept and nothing is raised.
+                checking is on (:func:`checking_enabled`). With checking off nothing is
+                raised here, but the key is marked incomplete: once checking is on,
+                every proof under it raises (two executors sharing a ledger may each hold
+                one of the two modules).
             TypeError: ``key`` is not a non-empty str or ``spec`` is not a request.
         """
         _check_key(key)
@@ -309,6 +314,11 @@ class KeyLedger:
         # Other PTX (or PTX not hashed yet) under a key that has a reference.
         if checking_enabled():
             self._compare(key, entry, reference, spec, target, derived, digest)
+        elif digest is not None and reference.digest is not None:
+            with self._lock:  # known incomplete: no fast path may prove under it again
+                reference.conflict = spec
+                entry.proven.clear()
+                entry.last = (None, None, "")
 
     def prove(self, key: str, spec: Any, target: Target | str) -> None:
         """Prove that ``spec`` renders the PTX compiled under ``key`` for ``target``.
@@ -391,6 +401,8 @@ class KeyLedger:
     def _compare(self, key: str, entry: _Entry, reference: _Reference, spec: Any,
                   target: Target, derived: str, digest: str | None) -> None:
         """Render what is missing (outside the lock), then prove or raise."""
+        if reference.conflict is not None:
+            raise _incomplete(key, reference.first, reference.conflict, target)
         if reference.digest is None:
             reference.digest = _sha256(render(reference.first, target))
         if digest is None:

@@ -408,3 +408,22 @@ def test_bad_environment_value_is_a_clear_error() -> None:
     assert result.returncode == 1
     assert ("CheckingSwitchError: SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on), "
             "or unset for the default (on unless python -O) (got 'on')") in result.stderr
+
+
+def test_mismatch_recorded_while_off_marks_the_key_incomplete() -> None:
+    """Executors sharing a ledger: other PTX recorded with checking off makes every later
+    proof under that key raise, even for a request equal to the first one."""
+    from specdsl import Executor
+
+    from handkeyed import HandKeyedAdd
+
+    ledger = KeyLedger()
+    first = Executor(None, target="sm_90", cache_dir="off", ledger=ledger)
+    second = Executor(None, target="sm_90", cache_dir="off", ledger=ledger)
+    with key_checking(True):
+        first.ensure_module(HandKeyedAdd(dtype="f32"))
+    with key_checking(False):
+        second.ensure_module(HandKeyedAdd(dtype="f16"))  # holds the f16 module under "vadd"
+    with key_checking(True), pytest.raises(IncompleteKeyError) as info:
+        second.ensure_module(HandKeyedAdd(dtype="f32"))
+    assert info.value.key == "vadd" and info.value.differing_fields == ("dtype",)
