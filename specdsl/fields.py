@@ -117,6 +117,8 @@ def canonical(value: Any) -> tuple:
         return cached[1]
     if isinstance(value, enum.Enum):  # before int and str: IntEnum and StrEnum are both
         form = ("enum", f"{kind.__module__}.{kind.__qualname__}", value.name)
+        if value.name is None:  # a Flag combination without a name of its own: by value
+            form = form[:2] + ("value", canonical(value.value))
         _ENUM_FORMS[id(value)] = (value, form)
         return form
     if value is None:

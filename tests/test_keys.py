@@ -173,3 +173,17 @@ def test_int_enum_members_are_not_ints():
     assert canonical(Level.LOW) != canonical(1)
     assert canonical(Level.LOW) != canonical(Other.LOW)
     assert canonical(Level.LOW) == canonical(Level.LOW)
+
+
+def test_flag_combinations_without_names_stay_apart():
+    """IntFlag values that have no member name of their own keep distinct canonical forms."""
+    import enum
+
+    from specdsl.fields import canonical
+
+    class Flags(enum.IntFlag):
+        A = 1
+        B = 2
+
+    assert canonical(Flags(0)) != canonical(Flags(4)) != canonical(Flags(8))
+    assert canonical(Flags.A | Flags.B) == canonical(Flags(3))
