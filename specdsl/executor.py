@@ -515,9 +515,9 @@ def _dims(value: Any) -> tuple[int, int, int] | None:
             if type(x) is int and type(y) is int and type(z) is int:
                 return value
             return None
-        if all(type(v) is int for v in value):
-            return (value + (1, 1))[:3] if value else None
-        return None
+        if 0 < len(value) < 3 and all(type(v) is int for v in value):
+            return (value + (1, 1))[:3]
+        return None  # empty, more than 3 dims, or not ints: the full check explains
     if type(value) is int:
         return (value, 1, 1)
     return None

@@ -301,3 +301,15 @@ def test_bound_launcher_checks_arguments(fake_driver_executor):
     with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
         bound(1, 2)
     assert calls == []
+
+
+def test_four_dimensional_grid_refused_after_a_valid_launch(fake_driver_executor):
+    """A grid of four ints is refused even when its first three match a cached geometry."""
+    ex, calls = fake_driver_executor
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    ex.launch(spec, *args, grid=(4, 1, 1), block=256)
+    with pytest.raises(LaunchError, match=r"grid must be .*1 to 3 positive ints"):
+        ex.launch(spec, *args, grid=(4, 1, 1, 9), block=256)
+    with pytest.raises(LaunchError, match=r"block must be .*1 to 3 positive ints"):
+        ex.bind(spec, grid=4, block=(256, 1, 1, 1))
+    assert len(calls) == 1
