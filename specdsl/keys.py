@@ -24,7 +24,8 @@ from .target import Target
 
 __all__ = ["derived_key", "hand_key", "KEY_SCHEMA", "DIGEST_HEX"]
 
-#: Bump when the key's inputs or the rendering rules (filters, context) change.
+#: Bump when the key's inputs or the rendering rules (filters, context, Environment
+#: options) change; it also names the folder of cached compiled templates.
 KEY_SCHEMA = "specdsl-derived-key/1"
 #: Hex digits of the digest kept in a key: 40 (160 bits).
 DIGEST_HEX = 40

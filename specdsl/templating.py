@@ -86,15 +86,21 @@ class _PinnedLoader(jinja2.FileSystemLoader):
 
 @functools.cache
 def _cache_folder() -> Path | None:
-    """``<specdsl cache folder>/jinja``, created (mode 0700), or ``None`` when off or unusable."""
+    """``<specdsl cache folder>/jinja/<key schema>``, created (mode 0700), or ``None`` when
+    off or unusable."""
     from .diskcache import CacheDirError, prepare_folder, resolve_cache_dir
+
+    from .keys import KEY_SCHEMA
 
     root = resolve_cache_dir(None)
     if root is None:
         return None
-    folder = root / "jinja"
+    # Compiled templates depend on the Environment's options, which Jinja's bytecode cache
+    # does not key on: a folder per rendering-rules version (bumped with KEY_SCHEMA).
+    folder = root / "jinja" / KEY_SCHEMA.replace("/", "-")
     try:
         prepare_folder(root)
+        prepare_folder(folder.parent)
         prepare_folder(folder)
     except CacheDirError:
         return None  # a speed-up only: work without it
