@@ -68,8 +68,10 @@ class Param:
     @property
     def param_align(self) -> int:
         """Alignment of the parameter's slot in the parameter buffer, in bytes."""
-        if self.count is not None:
-            return self.align or self.bits // 8
+        if self.count is not None or not self.is_ptr:
+            # an .align on an array or a value parameter places its slot (PTX ISA 5.1.6.1);
+            # on a .ptr parameter it describes the pointee, not the slot
+            return max(self.align or 1, self.bits // 8)
         return self.bits // 8
 
     def describe(self) -> str:

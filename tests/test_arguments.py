@@ -269,3 +269,32 @@ def test_writer_refuses_like_values(args):
     with pytest.raises(LaunchError) as got:
         packer.writer()(args, 0, bytearray(packer.size))
     assert str(got.value) == str(expected.value)
+
+
+ALIGNED_SCALAR = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u32 a, .param .align 8 .u32 b, .param .u64 .ptr .global .align 4 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u32 %r1, [a];
+    ld.param.u32 %r2, [b];
+    ld.param.u64 %rd1, [out];
+    add.u32 %r1, %r1, %r2;
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+def test_align_on_a_value_parameter_places_its_slot():
+    """.align 8 on a .u32 parameter moves its slot to offset 8 (as ptxas lays it out);
+    .align on a .ptr parameter describes the pointee and leaves the slot alone."""
+    from specdsl.compile import compile_ptx
+
+    compile_ptx(ALIGNED_SCALAR, "sm_90")  # nvJitLink accepts the declaration
+    packer = ArgumentPacker(parse_entry(ALIGNED_SCALAR, "k"))
+    assert packer.offsets == (0, 8, 16) and packer.size == 24
+    assert packer.pack((1, 2, 16)) == struct.pack("<I4xI4xQ", 1, 2, 16)
