@@ -314,20 +314,30 @@ def test_verify_without_specs_covers_every_builtin(capsys, monkeypatch, user):
                                                        "userkernels:Spill live=8"]
 
 
-def test_verify_spec_without_default_or_variants_is_refused(capsys, tmp_path, monkeypatch):
-    """A SPEC with a field that has no default and no variants: exit 2 naming the field."""
+def _user_module(tmp_path, monkeypatch, name: str, classes: str, body: str = "") -> None:
+    """Write module ``name`` (``classes`` under one ``@kernel_spec``) and its template ``e``.
+
+    The template defines entry ``e`` with ``body`` before its ``ret``; the module is
+    importable for the rest of the test.
+    """
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "e.ptx.j2").write_text(
-        '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
-    (tmp_path / "nodefault.py").write_text(textwrap.dedent('''
-        from specdsl import baked, kernel_spec
+        '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n'
+        + body + "    ret;\n}\n")
+    (tmp_path / f"{name}.py").write_text(
+        "from specdsl import baked, kernel_spec\n\n"
+        '@kernel_spec(template="e.ptx.j2", entry="e", template_dir="t")\n'
+        + textwrap.dedent(classes).lstrip("\n"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
 
-        @kernel_spec(template="e.ptx.j2", entry="e", template_dir="t")
+
+def test_verify_spec_without_default_or_variants_is_refused(capsys, tmp_path, monkeypatch):
+    """A SPEC with a field that has no default and no variants: exit 2 naming the field."""
+    _user_module(tmp_path, monkeypatch, "nodefault", """
         class Sized:
             hidden: int = baked()
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "nodefault", raising=False)
+    """)
     code, out, err = run(capsys, "verify", "nodefault:Sized")
     assert code == 2 and out == ""
     assert "Sized has no default request: field(s) hidden have no default" in err
@@ -403,20 +413,12 @@ def test_render_grid_without_out_is_refused(capsys):
 
 def test_grid_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch):
     """--grid with a pinned field works when another field has no default but has variants."""
-    (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "e.ptx.j2").write_text(
-        '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
-    (tmp_path / "required.py").write_text(textwrap.dedent('''
-        from specdsl import baked, kernel_spec
-
-        @kernel_spec(template="e.ptx.j2", entry="e", template_dir="t")
+    _user_module(tmp_path, monkeypatch, "required", """
         class Sized:
             hidden: int = baked()
             wide: bool = baked(False)
             variants = {"hidden": [64, 128], "wide": [False, True]}
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "required", raising=False)
+    """)
     code, out, _ = run(capsys, "verify", "required:Sized", "wide=true", "--grid", "--json")
     assert code == 0
     assert [d["fields"] for d in json.loads(out)] == [{"hidden": 64, "wide": True},
@@ -425,14 +427,10 @@ def test_grid_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch)
 
 def test_verify_prints_the_compile_log(capsys, tmp_path, monkeypatch):
     """A compile failure shows nvJitLink's error and the PTX around it, not just a headline."""
-    (tmp_path / "broken.ptx.j2").write_text(
-        '{% include "header.ptx.j2" %}\n'
-        ".visible .entry {{ entry }}()\n{\n    add.rn.bf16x9 %r1, %r1, %r1;\n    ret;\n}\n")
-    (tmp_path / "brokenkernels.py").write_text(
-        "from specdsl import baked, kernel_spec\n"
-        f"@kernel_spec(template='broken.ptx.j2', entry='broken', template_dir={str(tmp_path)!r})\n"
-        "class Broken:\n    pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _user_module(tmp_path, monkeypatch, "brokenkernels", """
+        class Broken:
+            pass
+    """, body="    add.rn.bf16x9 %r1, %r1, %r1;\n")
     code, out, _ = run(capsys, "verify", "brokenkernels:Broken")
     assert code == 1 and "FAIL brokenkernels:Broken: CompileError: nvJitLink could not" in out
     assert "Unknown modifier '.bf16x9'" in out
