@@ -29,6 +29,7 @@ from typing import Any, Callable
 import attrs
 
 from .errors import LaunchError
+from .fields import is_bool_like
 from .ptx import EntrySignature, Param
 
 __all__ = [
@@ -71,10 +72,6 @@ def _is_float(value: Any) -> bool:
         return True
     return kind.__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind == "f" \
         and getattr(value, "ndim", 1) == 0
-
-
-def _is_bool(value: Any) -> bool:
-    return type(value) is bool or type(value).__name__ == "bool_"
 
 
 class ArgumentPacker:
@@ -313,11 +310,11 @@ class ArgumentPacker:
                 if low <= value < high:
                     return value & mask if wrap else value
                 raise fail(param, expected, value)
-            if allow_bool and _is_bool(value):
+            if allow_bool and is_bool_like(value):
                 return int(value)
             if _is_int(value):
                 return convert(int(value), stream)
-            if _is_bool(value):
+            if is_bool_like(value):
                 raise fail(param, expected + " (a bool is only taken by 8-bit parameters)",
                            value)
             raise fail(param, expected, value)
@@ -336,7 +333,7 @@ class ArgumentPacker:
                 if abs(x) <= largest or not math.isfinite(x):
                     return x
                 raise fail(param, expected, value)
-            if _is_int(value) and not _is_bool(value):
+            if _is_int(value) and not is_bool_like(value):
                 if -exact <= int(value) <= exact:
                     return float(value)
                 raise fail(param, f"a float, or an int it holds exactly (|n| <= 2**"
@@ -377,7 +374,7 @@ class ArgumentPacker:
                 reader = _READERS.get(type(value))
                 if reader is None:
                     reader = _reader_for(type(value))
-                if reader is None or _is_bool(value):
+                if reader is None or is_bool_like(value):
                     raise fail(param, expected, value)
                 address, device, problem = reader(value, stream)
                 if problem:
@@ -529,7 +526,7 @@ class Geometry:
 
 
 def _dims(label: str, value: Any) -> tuple[int, int, int]:
-    items = (value,) if _is_int(value) or _is_bool(value) else value
+    items = (value,) if _is_int(value) or is_bool_like(value) else value
     if not isinstance(items, (tuple, list)) or not 1 <= len(items) <= 3:
         raise LaunchError(f"{label} must be a positive int or a tuple of 1 to 3 positive ints "
                           f"(got {_what(value)})")

@@ -207,21 +207,21 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
     if tp is bool:
         def bool_(v: Any) -> bool:
-            if type(v).__name__ == "bool_" or isinstance(v, bool):
+            if is_bool_like(v):
                 return bool(v)
             raise fail(v, "a bool (True or False)")
         return bool_
 
     if tp is int:
         def int_(v: Any) -> int:
-            if isinstance(v, numbers.Integral) and not _is_boolish(v):
+            if isinstance(v, numbers.Integral) and not is_bool_like(v):
                 return int(v)
             raise fail(v, "an int")
         return int_
 
     if tp is float:
         def float_(v: Any) -> float:
-            if _is_boolish(v) or not isinstance(v, numbers.Real):
+            if is_bool_like(v) or not isinstance(v, numbers.Real):
                 raise fail(v, "a float")
             x = float(v)
             if not allow_nonfinite and not math.isfinite(x):
@@ -251,7 +251,8 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
                     "an Enum, Literal[...], tuple[...] or T | None)")
 
 
-def _is_boolish(v: Any) -> bool:
+def is_bool_like(v: Any) -> bool:
+    """True for Python bools and NumPy ``bool_`` (without importing NumPy)."""
     return isinstance(v, bool) or type(v).__name__ == "bool_"
 
 
