@@ -33,7 +33,8 @@ from .fields import is_bool_like
 from .ptx import EntrySignature, Param
 
 __all__ = [
-    "ArgumentPacker", "DeviceLimits", "Geometry", "check_geometry", "stream_handle",
+    "ArgumentPacker", "DeviceLimits", "Geometry", "check_geometry", "stream_device",
+    "stream_handle",
 ]
 
 _FORMAT = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h", "s32": "i",
@@ -491,7 +492,27 @@ def stream_handle(stream: Any) -> int:
                 f"stream must be a cuda.core Stream, an object with __cuda_stream__ or a "
                 f"torch.cuda.Stream (got {_what(stream)})")
         _STREAMS[kind] = reader
-    return reader(stream)
+    try:
+        return reader(stream)
+    except Exception as exc:  # a closed stream, a producer that refuses
+        raise LaunchError(f"stream {_what(stream)} gave no handle: {exc}") from None
+
+
+def stream_device(stream: Any) -> int | None:
+    """The ordinal of the device a stream object says it belongs to, or ``None``.
+
+    Read from what the common stream types carry: a cuda.core ``Stream``'s ``device``,
+    a ``torch.cuda.Stream``'s ``device_index``, a CuPy stream's ``device_id``. Other
+    objects say nothing here (the executor then asks the driver).
+    """
+    device = getattr(stream, "device_index", None)  # torch.cuda.Stream
+    if type(device) is int:
+        return device
+    device = getattr(stream, "device_id", None)  # CuPy
+    if type(device) is int:
+        return device
+    device = getattr(getattr(stream, "device", None), "device_id", None)  # cuda.core
+    return device if type(device) is int else None
 
 
 # -- launch geometry -------------------------------------------------------------------

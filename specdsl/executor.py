@@ -20,7 +20,8 @@ from typing import Any, Callable
 import attrs
 
 from . import ledger as _ledger
-from .arguments import ArgumentPacker, DeviceLimits, Geometry, check_geometry, stream_handle
+from .arguments import (ArgumentPacker, DeviceLimits, Geometry, check_geometry, stream_device,
+                        stream_handle)
 from .compile import compile_ptx, link_options, toolchain_version
 from .diskcache import CacheDirError, DiskCache, disk_key, resolve_cache_dir
 from .errors import LaunchError, TargetError
@@ -135,6 +136,7 @@ class Executor:
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
+        self._last_stream: tuple = (None, None)  # (stream object, handle) last checked
         self._hits = self._misses = self._compiles = self._disk_hits = 0
         self._compile_seconds = 0.0
         self._device: Any = None
@@ -369,13 +371,16 @@ class Executor:
             grid: CTAs, an int or a tuple of 1-3 ints.
             block: threads per CTA, an int or a tuple of 1-3 ints.
             stream: a cuda.core ``Stream``, an object with ``__cuda_stream__`` or a
-                ``torch.cuda.Stream``; by default the device's default stream.
+                ``torch.cuda.Stream``; by default the device's default stream. A stream of
+                another device is refused (its device is read from the object, else asked
+                of the driver with ``cuStreamGetDevice``, once per stream object).
             shared_mem: dynamic shared memory per CTA, in bytes.
             key: a hand-written module key (see :meth:`ensure_module`).
 
         Raises:
             LaunchError: a compile-only executor, a bad argument, geometry or stream (the
-                message names the parameter and what it expects), or a driver error.
+                message names the parameter and what it expects), a stream of another
+                device, or a driver error.
             IncompleteKeyError: see :meth:`ensure_module`.
         """
         last = self._last  # (spec, key, module, proven), replaced as one object
@@ -385,7 +390,7 @@ class Executor:
             self._hits += 1
         else:
             module = self._lookup(spec, key)
-        handle = self._default_handle if stream is None else stream_handle(stream)
+        handle = self._default_handle if stream is None else self._stream_handle(stream)
         geometry = module.last_geometry
         if not (geometry[0] is grid and geometry[1] is block and geometry[2] is shared_mem):
             geometry = self._geometry_for(module, grid, block, shared_mem)
@@ -415,7 +420,7 @@ class Executor:
         """
         module = self._lookup(spec, key)
         geometry = self._geometry_for(module, grid, block, shared_mem)[3]
-        handle = self._default_handle if stream is None else stream_handle(stream)
+        handle = self._default_handle if stream is None else self._stream_handle(stream)
 
         def on_error(err: Any, args: tuple) -> None:
             self._launch_failed(err, module, geometry, handle, args)
@@ -440,6 +445,34 @@ class Executor:
                 module, proven = self._remember(spec, key)
         self._last = (spec, key, module, proven)
         return module
+
+    def _stream_handle(self, stream: Any) -> int:
+        """``stream``'s handle, once its device is checked to be this executor's."""
+        handle = stream_handle(stream)
+        last = self._last_stream
+        if last[0] is stream and last[1] == handle:
+            return handle
+        device = stream_device(stream)
+        if device is None:
+            device = self._driver_stream_device(handle)
+        if device is not None and device != self.device_id:
+            raise LaunchError(f"stream {handle:#x} belongs to device {device}; this executor "
+                              f"launches on device {self.device_id}")
+        self._last_stream = (stream, handle)
+        return handle
+
+    def _driver_stream_device(self, handle: int) -> int | None:
+        # 0, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the calling thread's
+        # current context's stream: they belong to no device of their own
+        if handle in (0, 1, 2):
+            return None
+        try:
+            err, device = self._driver.cuStreamGetDevice(self._driver.CUstream(handle))
+        except Exception:  # a driver older than CUDA 12.8 has no cuStreamGetDevice
+            return None
+        if err != self._success:
+            raise LaunchError(f"stream {handle:#x} is not a stream the driver knows: {err.name}")
+        return int(device)
 
     def _geometry_for(self, module: Module, grid: Any, block: Any, shared_mem: Any) -> tuple:
         exact = (_dims(grid), _dims(block), shared_mem) if type(shared_mem) is int else None

@@ -313,3 +313,78 @@ def test_four_dimensional_grid_refused_after_a_valid_launch(fake_driver_executor
     with pytest.raises(LaunchError, match=r"block must be .*1 to 3 positive ints"):
         ex.bind(spec, grid=4, block=(256, 1, 1, 1))
     assert len(calls) == 1
+
+
+class _DeviceStream:
+    """A torch-like stream object that says which device it belongs to."""
+
+    def __init__(self, handle, device_index):
+        self.cuda_stream, self.device_index = handle, device_index
+
+
+class _BareStream:
+    """A __cuda_stream__ object that says nothing of its device."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def test_stream_of_another_device_refused(fake_driver_executor):
+    """A stream that names another device is refused before the driver launches."""
+    ex, calls = fake_driver_executor
+    ex.device_id = 0
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x55, 0))
+    with pytest.raises(LaunchError, match=r"stream 0x66 belongs to device 1; this executor "
+                                          r"launches on device 0"):
+        ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x66, 1))
+    with pytest.raises(LaunchError, match=r"belongs to device 1"):
+        ex.bind(spec, grid=4, block=256, stream=_DeviceStream(0x66, 1))
+    assert [call[8] for call in calls] == [0x55]
+
+
+def test_stream_device_asked_of_the_driver(fake_driver_executor):
+    """A stream object that names no device is placed by cuStreamGetDevice, once."""
+    import types
+
+    ex, calls = fake_driver_executor
+    ex.device_id = 0
+    asked = []
+
+    class Result(int):
+        name = "CUDA_ERROR_INVALID_HANDLE"
+
+    def get_device(handle):
+        asked.append(handle)
+        return (Result(0), {0x70: 0, 0x71: 1}[handle]) if handle in (0x70, 0x71) else \
+            (Result(400), None)
+
+    ex._success = 0
+    ex._driver = types.SimpleNamespace(cuStreamGetDevice=get_device, CUstream=int)
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    mine = _BareStream(0x70)
+    for _ in range(3):
+        ex.launch(spec, *args, grid=4, block=256, stream=mine)
+    assert asked == [0x70] and len(calls) == 3  # checked once per stream object
+    with pytest.raises(LaunchError, match=r"stream 0x71 belongs to device 1"):
+        ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(0x71))
+    with pytest.raises(LaunchError, match=r"stream 0x72 is not a stream the driver knows: "
+                                          r"CUDA_ERROR_INVALID_HANDLE"):
+        ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(0x72))
+    ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(1))  # CU_STREAM_LEGACY
+    assert asked == [0x70, 0x71, 0x72] and len(calls) == 4
+
+
+def test_stream_without_a_handle_refused():
+    """A stream object whose handle cannot be read is a LaunchError, not a crash."""
+    class Closed:
+        def __cuda_stream__(self):
+            raise RuntimeError("stream is closed")
+
+    from specdsl.arguments import stream_handle
+
+    with pytest.raises(LaunchError, match=r"gave no handle: stream is closed"):
+        stream_handle(Closed())

@@ -239,3 +239,25 @@ def test_bound_launcher_matches_launch(executor, torch):
         bound(a, b, out, -1)
     torch.cuda.synchronize()
     assert bool(torch.isnan(out).all())  # refused launches never reached the GPU
+
+
+def test_stream_placed_by_the_driver(executor, torch):
+    """A __cuda_stream__ wrapper that names no device is placed with cuStreamGetDevice."""
+
+    class Wrapped:  # says nothing of its device
+        def __init__(self, stream):
+            self.stream = stream
+
+        def __cuda_stream__(self):
+            return (0, self.stream.cuda_stream)
+
+    rng = np.random.default_rng(8)
+    stream = torch.cuda.Stream()
+    assert executor._driver_stream_device(stream.cuda_stream) == executor.device_id
+    spec = VectorAdd()
+    with torch.cuda.stream(stream):
+        a, b, out, a64, b64 = _torch_case(torch, DType.F32, rng)
+        executor.launch(spec, a, b, out, N, grid=spec.grid(N), block=spec.block,
+                        stream=Wrapped(stream))
+    stream.synchronize()
+    assert relative_error(_download(torch, out, DType.F32), a64 + b64) <= 1e-6
