@@ -28,11 +28,13 @@ THETA = 1e6
 MAX_POSITION = 131072
 
 
-def _silu_mul(torch: Any, tokens: int, d: int) -> BenchCase:
+def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
     # Below 1024 tokens one vector per thread in 128-thread CTAs shortens each thread's
     # dependent chain (the launch is latency-bound); above, two vectors per thread.
     small = tokens < 1024
-    spec = SiluMul(d=d, dtype="bf16", unroll=1 if small else 2, block=128 if small else 256)
+    label = "".join(f" {k}={v}" for k, v in fields.items())
+    fields = {"unroll": 1 if small else 2, "block": 128 if small else 256, **fields}
+    spec = SiluMul(d=d, dtype="bf16", **fields)
     grid, block = spec.launch_dims(tokens)
     count = np.uint32(tokens)
 
@@ -46,7 +48,7 @@ def _silu_mul(torch: Any, tokens: int, d: int) -> BenchCase:
     def run_torch(x: Any) -> Any:
         return torch.nn.functional.silu(x[:, :d]) * x[:, d:]
 
-    return BenchCase(kernel="SiluMul", shape=f"tokens={tokens} d={d}",
+    return BenchCase(kernel="SiluMul", shape=f"tokens={tokens} d={d}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1])
