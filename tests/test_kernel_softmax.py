@@ -129,3 +129,11 @@ def test_gpu_matches_reference(dtype, cols, scale, rows):
     case = example(Softmax(cols=cols, scale=scale, dtype=dtype), rng, rows=rows)
     errors = run_case(Executor(), case, rng)
     assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"
+
+
+@pytest.mark.parametrize(("cols", "dtype", "block"), [
+    (4096, "bf16", 256), (8192, "bf16", 256), (8192, "f32", 256), (32768, "bf16", 512),
+    (65536, "bf16", 1024), (131072, "bf16", 1024), (64, "bf16", 32)])
+def test_default_block(cols, dtype, block):
+    """256-thread CTAs up to 256 x 8 vectors a row, then more threads (measured choice)."""
+    assert Softmax(cols=cols, dtype=dtype).block == block

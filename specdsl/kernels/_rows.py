@@ -11,20 +11,22 @@ __all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors"]
 MAX_GRID_X = 2**31 - 1
 
 
-def row_block(elements: int, dtype: DType, vectors_per_thread: int) -> int:
+def row_block(elements: int, dtype: DType, vectors_per_thread: int,
+              preferred_threads: int = 512) -> int:
     """Threads per CTA for a row of ``elements`` of ``dtype`` held in registers.
 
-    At most 512 threads with at least two 16-byte vectors each, as many vectors as
-    that takes up to ``vectors_per_thread``; 1024 threads only for rows longer than
-    ``512 * vectors_per_thread`` vectors. Measured on the H200 (docs/kernels/rmsnorm.md):
-    a 1024-thread CTA leaves one CTA per SM, whose reduction bubbles idle the memory
-    system (about 70% of copy bandwidth against 93% with 512 threads at 16384 x 16384
-    RMSNorm).
+    At most ``preferred_threads`` threads with at least two 16-byte vectors each, as
+    many vectors as that takes up to ``vectors_per_thread``; more threads (up to 1024)
+    only for rows longer than ``preferred_threads * vectors_per_thread`` vectors.
+    Measured on the H200 (docs/kernels/rmsnorm.md, softmax.md): a 1024-thread CTA leaves
+    one CTA per SM, whose reduction bubbles idle the memory system (about 70% of copy
+    bandwidth against 93% with 512 threads at 16384 x 16384 RMSNorm); Softmax, with two
+    CTA reductions a row, does best with 256 threads (cols 8192: 90.5% against 88.3%).
     """
     vectors = max(1, elements // dtype.vector_lanes)
     if vectors <= 32:
         return 32
-    per_thread = min(vectors_per_thread, max(2, -(-vectors // 512)))
+    per_thread = min(vectors_per_thread, max(2, -(-vectors // preferred_threads)))
     threads = -(-vectors // per_thread)
     return min(1024, max(32, -(-threads // 32) * 32))
 

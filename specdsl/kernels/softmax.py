@@ -28,10 +28,11 @@ VECTORS_PER_THREAD = 8
 def default_block(cols: int, dtype: DType) -> int:
     """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
 
-    See :func:`specdsl.kernels._rows.row_block`, with at most :data:`VECTORS_PER_THREAD`
-    16-byte vectors a thread.
+    See :func:`specdsl.kernels._rows.row_block`: at most 256 threads with at least two
+    16-byte vectors each, up to :data:`VECTORS_PER_THREAD` (cols 8192 bf16: 256 x 4;
+    32768: 512 x 8).
     """
-    return row_block(cols, dtype, VECTORS_PER_THREAD)
+    return row_block(cols, dtype, VECTORS_PER_THREAD, preferred_threads=256)
 
 
 def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
