@@ -249,11 +249,11 @@ def main() -> int:
 
     for fn, checking in methods.values():  # warm-up: JIT, module loads, caches
         measure(fn, checking, lambda f: sustained(f, 2000))
-    host: dict[str, list[float]] = {name: [] for name in methods}
+    submit: dict[str, list[float]] = {name: [] for name in methods}
     rate: dict[str, list[float]] = {name: [] for name in methods}
     for _ in range(args.repeats):
         for name, (fn, checking) in methods.items():
-            host[name].append(measure(fn, checking, host_sample))
+            submit[name].append(measure(fn, checking, host_sample))
             if args.sustained and name not in diagnostics:
                 rate[name].append(measure(fn, checking, sustained_sample))
 
@@ -274,7 +274,7 @@ def main() -> int:
     stream.sync()
     exact = bool(np.array_equal(view, a_host + b_host))
 
-    core_us = statistics.median(host["cuda.core launch"])
+    core_us = statistics.median(submit["cuda.core launch"])
 
     def cell(values: list[float]) -> str:
         if not values:
@@ -293,8 +293,8 @@ def main() -> int:
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in methods:
-        median = statistics.median(host[name])
-        lines.append(f"| {name} | {cell(host[name])} | {median / core_us:.2f}x | "
+        median = statistics.median(submit[name])
+        lines.append(f"| {name} | {cell(submit[name])} | {median / core_us:.2f}x | "
                      f"{cell(rate[name])} |")
     lines += ["", f"Executor.launch result equals NumPy's float32 a + b: {exact}"]
     lines += [f"note: {n}" for n in notes]
