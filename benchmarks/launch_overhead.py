@@ -35,6 +35,7 @@ Where the time goes (host submission only, no GPU work for the first two):
   Python no-op call           ``f()`` of an empty function: the loop's own cost
   Executor checks, no driver  the generated check-and-pack function with a no-op driver call
   cuLaunchKernel, typed       the raw call with ``CUfunction``/``CUstream`` objects, not ints
+  Executor checks + typed     the generated function calling the driver with those objects
 """
 
 from __future__ import annotations
@@ -214,10 +215,16 @@ def main() -> int:
     def raw_typed():
         cu_launch(typed_function, grid[0], 1, 1, 256, 1, 1, 0, typed_stream, params_address, 0)
 
+    typed_fire = module.packer.launcher(cu_launch, typed_function)
+
+    def specdsl_checks_typed():
+        typed_fire((a, b, out, N), typed_stream, geometry)
+
     diagnostics = {
         "Python no-op call": (nothing, None),
         "Executor checks + packing, no driver call": (specdsl_checks, True),
         "raw cuLaunchKernel, CUfunction/CUstream objects": (raw_typed, None),
+        "Executor checks + packing + typed driver call": (specdsl_checks_typed, True),
     }
     methods.update(diagnostics)
 
