@@ -205,7 +205,7 @@ def main() -> int:
         pass
 
     checks_only = module.packer.launcher(lambda *_: (0,), module.function)
-    geometry = (grid, block, 0)
+    geometry = (*grid, *block, 0)
 
     def specdsl_checks():
         checks_only((a, b, out, N), handle, geometry)

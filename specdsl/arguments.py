@@ -143,7 +143,7 @@ class ArgumentPacker:
         """
         body, names = self._check_source()
         lines = ["def write(args, stream, buffer):", *body,
-                 f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})"]
+                 f"    pack_into(buffer, 0{''.join(', ' + n for n in names)})"]
         return self._generate("write", lines, {})
 
     def launcher(self, launch_kernel: Callable[..., Any],
@@ -153,8 +153,9 @@ class ArgumentPacker:
         Checks and packs ``args`` as :meth:`writer` does, into a parameter buffer of the
         calling thread's own (made by :meth:`new_slot` on a thread's first launch, so
         threads never share one and need no lock), then calls
-        ``launch_kernel(function, *grid, *block, shared_mem, stream, params, 0)``
-        (``cuLaunchKernel``'s signature) with ``geometry = (grid, block, shared_mem)``.
+        ``launch_kernel(function, gx, gy, gz, bx, by, bz, shared_mem, stream, params, 0)``
+        (``cuLaunchKernel``'s signature) with ``geometry = (gx, gy, gz, bx, by, bz,
+        shared_mem)``.
         One generated function, so a launch pays for one Python call on top of the
         driver's; the driver copies the parameters before it returns.
 
@@ -162,7 +163,7 @@ class ArgumentPacker:
             LaunchError: as :meth:`values`.
         """
         lines = ["def fire(args, stream, geometry):", *self._pack_source(),
-                 "    (gx, gy, gz), (bx, by, bz), smem = geometry",
+                 "    gx, gy, gz, bx, by, bz, smem = geometry",
                  "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, stream, "
                  "address, 0)[0]"]
         return self._generate("fire", lines, self._launch_names(launch_kernel, function))
@@ -178,7 +179,7 @@ class ArgumentPacker:
         Raises:
             LaunchError: as :meth:`values`.
         """
-        (gx, gy, gz), (bx, by, bz), smem = geometry
+        gx, gy, gz, bx, by, bz, smem = geometry
         lines = ["def launch(*args):", *self._pack_source(),
                  f"    err = launch_kernel(function, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, "
                  f"{smem}, stream, address, 0)[0]",
@@ -196,7 +197,7 @@ class ArgumentPacker:
                 "        buffer, address, _ = local.slot",
                 "    except AttributeError:",
                 "        buffer, address, _ = local.slot = new_slot()",
-                f"    pack_into(fmt, buffer, 0{''.join(', ' + n for n in names)})"]
+                f"    pack_into(buffer, 0{''.join(', ' + n for n in names)})"]
 
     def _launch_names(self, launch_kernel: Callable[..., Any], function: int) -> dict[str, Any]:
         import threading
@@ -225,7 +226,7 @@ class ArgumentPacker:
         except ImportError:  # no cuda.core: no Buffer can reach this packer
             buffer_type = None
         namespace: dict[str, Any] = {f"c{i}": c for i, c in enumerate(self._converters)}
-        namespace.update(values=self.values, pack_into=struct.pack_into, fmt=self.fmt,
+        namespace.update(values=self.values, pack_into=struct.Struct(self.fmt).pack_into,
                          Buffer=buffer_type, **extra)
         exec(compile("\n".join(lines), f"<specdsl {name} {self.signature.entry}>", "exec"),
              namespace)
@@ -234,20 +235,25 @@ class ArgumentPacker:
     def _check_source(self) -> tuple[list[str], list[str]]:
         """Python lines that check ``args`` and bind ``v0 .. vN`` (the packed values)."""
         names = [f"v{i}" for i in range(self.count)]
-        lines = [f"    if len(args) != {self.count}:",
-                 "        values(args, stream)"]
-        if self.count:
-            lines.append(f"    {', '.join(f'a{i}' for i in range(self.count))}, = args")
+        if self.count:  # a wrong count fails the unpacking; values() explains it
+            lines = ["    try:",
+                     f"        {', '.join(f'a{i}' for i in range(self.count))}, = args",
+                     "    except ValueError:",
+                     "        values(args, stream)"]
+        else:
+            lines = ["    if args:",
+                     "        values(args, stream)"]
         for i, param in enumerate(self.signature.params):
             a, v = f"a{i}", f"v{i}"
             fast = None
             if param.count is None and (param.is_ptr or param.kind in "us"):
-                unsigned = param.is_ptr or param.kind == "u"
-                low = 0 if unsigned else -(1 << (param.bits - 1))
-                high = (1 << param.bits) if unsigned else (1 << (param.bits - 1))
-                fast = f"type({a}) is int and {low} <= {a} < {high}"
-                if param.is_ptr and (param.align or 1) > 1:
-                    fast += f" and not {a} & {(param.align or 1) - 1}"
+                if param.is_ptr or param.kind == "u":
+                    # one AND tests range and alignment: a negative int has every high bit
+                    misaligned = (param.align or 1) - 1 if param.is_ptr else 0
+                    fast = f"type({a}) is int and not {a} & {-(1 << param.bits) | misaligned}"
+                else:
+                    low, high = -(1 << (param.bits - 1)), 1 << (param.bits - 1)
+                    fast = f"type({a}) is int and {low} <= {a} < {high}"
             elif param.count is None and param.kind == "f":
                 largest = repr(_FLOAT_MAX[param.bits])
                 fast = f"type({a}) is float and -{largest} <= {a} <= {largest}"

@@ -97,7 +97,8 @@ class Module:
     dynamic_shared_set: int = 0
     geometries: dict[tuple, Geometry] = attrs.Factory(dict)
     fire: Any = None            # packer.launcher(): checks, packs and launches
-    last_geometry: tuple = (None, None, None, None)  # grid, block, shared_mem, checked
+    # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem)
+    last_geometry: tuple = (None, None, None, None)
 
     def __repr__(self) -> str:
         return (f"<Module {self.key} entry={self.signature.entry} target={self.target.sm} "
@@ -428,7 +429,7 @@ class Executor:
         bound = module.packer.bound_launcher(self._launch_kernel, module.function, handle,
                                              geometry, on_error)
         bound.module, bound.stream = module, stream  # the stream object stays alive
-        bound.grid, bound.block, bound.shared_mem = geometry
+        bound.grid, bound.block, bound.shared_mem = geometry[:3], geometry[3:6], geometry[6]
         return bound
 
     def _lookup(self, spec: Any, key: str | None) -> Module:
@@ -480,7 +481,7 @@ class Executor:
         if geometry is None:
             geometry = self._geometry(module, grid, block, shared_mem)
         checked = (grid, block, shared_mem,
-                   ((geometry.grid, geometry.block, geometry.shared_mem)))
+                   (*geometry.grid, *geometry.block, geometry.shared_mem))
         if type(shared_mem) is int and (type(grid) is tuple or type(grid) is int) and \
                 (type(block) is tuple or type(block) is int):
             module.last_geometry = checked  # immutable objects: identity means same values
@@ -527,7 +528,7 @@ class Executor:
     def _launch_failed(self, err: Any, module: Module, geometry: tuple, handle: int,
                        args: tuple) -> None:
         driver = self._driver
-        (gx, gy, gz), (bx, by, bz), smem = geometry
+        gx, gy, gz, bx, by, bz, smem = geometry
         if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
             # a thread that never made the device current: do so once, then retry
             from cuda.core import Device
