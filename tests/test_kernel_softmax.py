@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from golden import check_golden
-from ptxcheck import assemble
+from ptxcheck import assemble, assert_no_spills
 from specdsl import SpecError, render
 from specdsl.dtype import DType
 from specdsl.kernels import Softmax
@@ -34,6 +34,27 @@ def test_negative_and_zero_scale_assemble(scale):
     spec = Softmax(cols=1000, scale=scale, dtype="f16")
     ptx = assemble(spec) and render(spec)
     assert ("min.f16x2" in ptx) == (scale < 0)
+
+
+# Rows of several chunks: full chunks then one vector (65536 + 8), full chunks only (131072,
+# MAX_COLS), a partial last chunk (200000), and f32 93536: 2 full chunks and an almost full
+# third, which spilled while ptxas unrolled the 2-trip loop.
+LONG = [(dtype, cols) for dtype in ("bf16", "f16", "f32")
+        for cols in (65536 + 8, 131072, 200000, MAX_COLS)] + [("f32", 93536)]
+
+
+@pytest.mark.parametrize("dtype,cols", LONG)
+def test_long_rows_do_not_spill(dtype, cols):
+    """Chunked rows assemble without spills at the 64-register budget."""
+    assert_no_spills(assemble(Softmax(cols=cols, dtype=dtype)))
+
+
+@pytest.mark.parametrize("cols", [65536, 131072, MAX_COLS])
+def test_chunk_loops_are_rolled(cols):
+    """Each pass loops over the full chunks: 8 loads a pass at 2, 4 or 8 chunks."""
+    ptx = render(Softmax(cols=cols, dtype="f32"))
+    assert ptx.count("ld.global") == 2 * 8
+    assert re.findall(r"bra\s+(\w+);", ptx) == ["DONE", "PASS1", "PASS2"]
 
 
 def test_golden_bf16():
