@@ -18,7 +18,7 @@ from ._checks import one_of
 __all__ = ["Softmax", "reference", "example", "MAX_COLS"]
 
 #: Longest row (8 chunks of 1024 threads x 8 vectors would allow 524288 f16/bf16;
-#: one limit for every dtype keeps the unrolled PTX small).
+#: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
 MAX_COLS = 262144
 
 #: Most 16-byte vectors of a row one thread holds in registers at a time (32 words).
