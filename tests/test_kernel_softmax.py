@@ -13,7 +13,7 @@ from ptxcheck import assemble, assert_no_spills
 from specdsl import SpecError, render
 from specdsl.dtype import DType
 from specdsl.kernels import Softmax
-from specdsl.kernels.softmax import MAX_COLS, example, reference
+from specdsl.kernels.softmax import MAX_COLS, example, reference, suggested_split
 
 # Smallest row, an odd size (guarded sweep), register-resident rows, then 2, 4 and 8 chunks.
 COLS = {DType.BF16: (8, 1000, 4096, 32768, 131072, MAX_COLS),
@@ -135,7 +135,13 @@ GPU_CASES = [
     ("bf16", 4096, 1.0, 300), ("f16", 1000, -0.7, 33), ("f32", 4096, 0.125, 64),
     ("bf16", 8, 1.0, 1), ("bf16", 32768, 0.5, 5), ("bf16", 131072, 1.0, 2),
     ("bf16", MAX_COLS, 1.0, 1), ("f32", MAX_COLS, 1.0, 1), ("f16", 50000, 2.0, 3),
-    ("bf16", 4096, 0.0, 2),
+    ("bf16", 4096, 0.0, 2), ("f16", 131072, 0.125, 2),
+]
+# (dtype, cols, scale, rows, split): rows shared by a cluster of CTAs
+SPLIT_CASES = [
+    ("bf16", 131072, 1.0, 3, 8), ("f32", 131072, 0.125, 2, 8), ("f16", 50000, -0.5, 5, 2),
+    ("bf16", 4096, 1.0, 300, 8), ("bf16", MAX_COLS, 1.0, 1, 8), ("f32", 8, 1.0, 1, 2),
+    ("bf16", 32768, 0.0, 4, 4), ("f16", 24, 2.0, 7, 3),
 ]
 
 
@@ -152,9 +158,94 @@ def test_gpu_matches_reference(dtype, cols, scale, rows):
     assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,cols,scale,rows,split", SPLIT_CASES)
+def test_gpu_split_rows_match_reference(dtype, cols, scale, rows, split):
+    """A row shared by a cluster of `split` CTAs gives the float64 softmax too."""
+    from specdsl import Executor
+    from specdsl.demo import run_case
+
+    rng = np.random.default_rng(cols + rows + split)
+    case = example(Softmax(cols=cols, scale=scale, dtype=dtype, split=split), rng, rows=rows)
+    errors = run_case(Executor(), case, rng)
+    assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"
+
+
+def test_tolerance_covers_f16_subnormal_outputs():
+    """Where rounding the reference to f16 alone exceeds 2e-3, the tolerance follows it."""
+    resident = example(Softmax(cols=4096, dtype="f16"), np.random.default_rng(0), rows=2)
+    assert resident.tolerance == 2e-3
+    long = example(Softmax(cols=131072, scale=0.125, dtype="f16"), np.random.default_rng(0),
+                   rows=1)
+    assert 2e-3 < long.tolerance < 2e-2
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(cols=4096, split=0), "Softmax.split = 0 is invalid: expected 1 (one CTA a row) to 8"),
+    (dict(cols=4096, split=9), "Softmax.split = 9 is invalid"),
+    (dict(cols=4104, split=2), "expected a split of the row into equal whole 16-byte vectors "
+                               "(cols=4104 of bf16 is 513 vectors)"),
+    (dict(cols=MAX_COLS, split=2), "expected each CTA's slice to fit its registers (at most "
+                                   "8192 vectors; this is 16384)"),
+    (dict(cols=131072, split=2, block=256), "Softmax.block = 256 is invalid: expected enough "
+                                            "threads to hold each CTA's slice"),
+])
+def test_split_refused(fields, message):
+    """Splits the template cannot do are refused at construction, naming field and value."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        Softmax(**fields)
+
+
+def test_split_launch_dims_and_ptx():
+    """split CTAs a row: the grid is rows * split, the PTX declares the cluster, and the CTAs
+    meet at three cluster barriers (max, sum, and before exit)."""
+    spec = Softmax(cols=131072, split=8)
+    assert (spec.block, spec.chunks) == (256, 1)
+    assert spec.launch_dims(3) == ((24, 1, 1), (256, 1, 1))
+    assert spec.bytes_read(3) == 3 * 131072 * 2
+    ptx = render(spec)
+    assert ".reqnctapercluster 8, 1, 1" in ptx
+    assert len(re.findall(r"barrier\.cluster\.arrive", ptx)) == 3
+    assert len(re.findall(r"barrier\.cluster\.wait", ptx)) == 3
+    assert len(re.findall(r"mapa\.shared::cluster", ptx)) == 2
+    assert ".reqnctapercluster" not in render(Softmax(cols=131072))
+    with pytest.raises(SpecError, match=r"expected at most 268435455 rows at split=8"):
+        spec.launch_dims(2**28)
+
+
+@pytest.mark.parametrize("dtype,cols,split", [(d, c, s) for d, c, _, _, s in SPLIT_CASES])
+def test_split_assembles_without_spills(dtype, cols, split):
+    """Every split request the GPU test runs assembles for sm_90 without spills."""
+    assert_no_spills(assemble(Softmax(cols=cols, dtype=dtype, split=split)))
+
+
+def test_split_needs_sm90():
+    """Clusters are sm_90 and newer: rendering a split for sm_80 is refused."""
+    from specdsl import RenderError
+
+    with pytest.raises(RenderError, match="needs sm_90"):
+        render(Softmax(cols=4096, split=2), "sm_80")
+
+
 @pytest.mark.parametrize(("cols", "dtype", "block"), [
     (4096, "bf16", 256), (8192, "bf16", 256), (8192, "f32", 256), (32768, "bf16", 512),
     (65536, "bf16", 1024), (131072, "bf16", 1024), (64, "bf16", 32)])
 def test_default_block(cols, dtype, block):
     """256-thread CTAs up to 256 x 8 vectors a row, then more threads (measured choice)."""
     assert Softmax(cols=cols, dtype=dtype).block == block
+
+
+@pytest.mark.parametrize("cols,dtype,rows,split", [
+    (131072, "bf16", 1, 8), (131072, "bf16", 16, 8), (131072, "bf16", 17, 4),
+    (131072, "bf16", 66, 2), (131072, "bf16", 256, 1), (32768, "bf16", 1, 8),
+    (16384, "bf16", 1, 1), (8192, "f32", 1, 1), (16384, "f32", 1, 8), (MAX_COLS, "bf16", 1, 8),
+    (50000, "f16", 3, 2), (50000, "f16", 100, 1)])
+def test_suggested_split(cols, dtype, rows, split):
+    """Long rows split over the largest cluster that divides them and fits one wave."""
+    assert suggested_split(cols, dtype, rows) == split
+    Softmax(cols=cols, dtype=dtype, split=split)  # every suggestion is a valid request
+
+
+def test_suggested_split_refuses_a_bad_dtype():
+    with pytest.raises(SpecError, match=r"suggested_split: expected a dtype name"):
+        suggested_split(4096, "i99", 1)
