@@ -2,7 +2,9 @@
 
 Shapes: tokens in {1, 16, 256, 4096, 16384} x hidden in {4096, 8192}; RMSNorm with the
 fused residual add at 4096 and 16384 tokens; Softmax also at cols 32768 and 131072.
-Softmax runs with ``scale=1.0``, so torch eager is a single ``torch.softmax`` kernel.
+Softmax runs with ``scale=1.0``, so torch eager is a single ``torch.softmax`` kernel, and
+with ``split=suggested_split(cols, "bf16", tokens)`` (a cluster of CTAs a row for few long
+rows; the shape label then says ``split=``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 
 from kernels import BenchCase
 from specdsl.kernels.rmsnorm import RMSNorm
-from specdsl.kernels.softmax import Softmax
+from specdsl.kernels.softmax import Softmax, suggested_split
 
 TOKENS = (1, 16, 256, 4096, 16384)
 HIDDEN = (4096, 8192)
@@ -54,6 +56,10 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -
 
 
 def _softmax(torch: Any, tokens: int, cols: int, **fields: Any) -> BenchCase:
+    # few long rows share a cluster of CTAs each, as an application would ask for them
+    split = suggested_split(cols, "bf16", tokens)
+    if "split" not in fields and split > 1:
+        fields["split"] = split
     spec = Softmax(cols=cols, scale=1.0, dtype="bf16", **fields)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)

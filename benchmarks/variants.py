@@ -59,8 +59,11 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     "silu-small": lambda torch: [
         cases_pointwise._silu_mul(torch, tokens, 4096, unroll=unroll, block=block)
         for tokens in (1, 16) for unroll, block in ((1, 32), (1, 64), (1, 128), (2, 64), (1, 256))],
-    "softmax-long": lambda torch: [
-        cases_norm._softmax(torch, tokens, 131072) for tokens in (1, 16, 256)],
+    # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
+    "softmax-split": lambda torch: [
+        cases_norm._softmax(torch, tokens, cols, split=split)
+        for cols in (32768, 131072) for tokens in (1, 16, 256) for split in (1, 4, 8)] + [
+        cases_norm._softmax(torch, tokens, 131072, split=8, block=1024) for tokens in (1, 16)],
 }
 
 
