@@ -129,3 +129,12 @@ def test_gpu_matches_reference(dtype, d, tokens, unroll, block):
     case = example(spec, rng, tokens=tokens)
     errors = run_case(Executor(), case, rng)
     assert errors["out"] <= case.tolerance, errors
+
+
+@pytest.mark.parametrize("d,dtype,instruction", [
+    (4096, "bf16", "shr.u32             %r5, %v0, 9;"), (8192, "f32", "shr.u32             %r5, %v0, 11;"),
+    (11008, "bf16", "div.u32             %r5, %v0, 1376;")])
+def test_row_of_a_vector(d, dtype, instruction):
+    """The row of a vector is a shift when the vectors per row are a power of two (ptxas
+    turns div.u32 even by 512 into a reciprocal sequence ahead of the first load)."""
+    assert instruction in render(SiluMul(d=d, dtype=dtype))
