@@ -571,6 +571,7 @@ def _dims(label: str, value: Any) -> tuple[int, int, int]:
 
 def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits, *,
                    kernel_threads: int | None = None, static_shared: int = 0,
+                   cluster: tuple[int, int, int] = (1, 1, 1),
                    entry: str = "kernel") -> Geometry:
     """Check a launch's grid, block and dynamic shared memory against device limits.
 
@@ -582,6 +583,9 @@ def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits,
         kernel_threads: the kernel's own threads-per-CTA limit (it can be below the
             device's when the kernel uses many registers), if known.
         static_shared: the kernel's static shared memory, in bytes.
+        cluster: the kernel's compile-time cluster shape in CTAs (PTX ``.reqnctapercluster``);
+            the grid must be a whole number of clusters in every dimension (CUDA
+            Programming Guide, "Thread Block Clusters").
         entry: the kernel's name, for messages.
 
     Raises:
@@ -593,6 +597,10 @@ def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits,
     for axis, extent, top in zip("xyz", g, limits.max_grid):
         if extent > top:
             raise LaunchError(f"{entry}: grid.{axis} = {extent} exceeds the device's {top}")
+    if any(extent % size for extent, size in zip(g, cluster)):
+        raise LaunchError(f"{entry}: grid {g} is not a whole number of the kernel's "
+                          f"{tuple(cluster)}-CTA clusters (.reqnctapercluster): each grid "
+                          f"extent must be a multiple of the cluster's")
     for axis, extent, top in zip("xyz", b, limits.max_block):
         if extent > top:
             raise LaunchError(f"{entry}: block.{axis} = {extent} exceeds the device's {top}")

@@ -94,6 +94,7 @@ class Module:
     function: int = 0
     kernel_threads: int | None = None
     static_shared: int = 0
+    cluster: tuple[int, int, int] = (1, 1, 1)  # compile-time cluster shape, in CTAs
     dynamic_shared_set: int = 0
     geometries: dict[tuple, Geometry] = attrs.Factory(dict)
     fire: Any = None            # packer.launcher(): checks, packs and launches
@@ -349,6 +350,9 @@ class Executor:
         attributes = module.kernel.attributes
         module.kernel_threads = attributes.max_threads_per_block
         module.static_shared = attributes.shared_size_bytes
+        module.cluster = tuple(max(1, extent) for extent in (  # 0: no cluster declared
+            attributes.required_cluster_width, attributes.required_cluster_height,
+            attributes.required_cluster_depth))
         module.function = int(module.kernel.handle)
         module.packer = ArgumentPacker(module.signature, device_id=self.device_id)
         module.fire = module.packer.launcher(self._launch_kernel, module.function)
@@ -504,7 +508,7 @@ class Executor:
         geometry = check_geometry(grid, block, shared_mem, self.limits,
                                   kernel_threads=module.kernel_threads,
                                   static_shared=module.static_shared,
-                                  entry=module.signature.entry)
+                                  cluster=module.cluster, entry=module.signature.entry)
         if geometry.shared_mem > module.dynamic_shared_set and \
                 geometry.shared_mem + module.static_shared > self.limits.shared_per_block:
             self._opt_in_shared(module, geometry.shared_mem)

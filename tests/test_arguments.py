@@ -298,3 +298,11 @@ def test_align_on_a_value_parameter_places_its_slot():
     packer = ArgumentPacker(parse_entry(ALIGNED_SCALAR, "k"))
     assert packer.offsets == (0, 8, 16) and packer.size == 24
     assert packer.pack((1, 2, 16)) == struct.pack("<I4xI4xQ", 1, 2, 16)
+
+
+def test_geometry_refuses_a_partial_cluster():
+    """A kernel with a compile-time cluster needs a grid of whole clusters."""
+    assert check_geometry(16, 256, 0, LIMITS, cluster=(8, 1, 1)).grid == (16, 1, 1)
+    with pytest.raises(LaunchError, match=r"softmax: grid \(12, 1, 1\) is not a whole number "
+                                          r"of the kernel's \(8, 1, 1\)-CTA clusters"):
+        check_geometry(12, 256, 0, LIMITS, cluster=(8, 1, 1), entry="softmax")

@@ -261,3 +261,16 @@ def test_stream_placed_by_the_driver(executor, torch):
                         stream=Wrapped(stream))
     stream.synchronize()
     assert relative_error(_download(torch, out, DType.F32), a64 + b64) <= 1e-6
+
+
+def test_split_softmax_needs_whole_clusters(executor):
+    """The cluster shape is read from the loaded kernel; a partial cluster is refused."""
+    from specdsl.kernels import Softmax
+
+    spec = Softmax(cols=4096, split=2)
+    module = executor.ensure_module(spec)
+    assert module.cluster == (2, 1, 1)
+    (grid, _), block = spec.launch_dims(3), spec.block
+    assert grid == (6, 1, 1)
+    with pytest.raises(LaunchError, match=r"is not a whole number of the kernel's \(2, 1, 1\)"):
+        executor.launch(spec, 0, 0, 3, grid=5, block=block)
