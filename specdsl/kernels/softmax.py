@@ -119,7 +119,9 @@ class Softmax:
     (sm_90 and newer; PTX ``.reqnctapercluster``), each holding one slice in registers;
     the CTAs combine their maxima and sums through distributed shared memory. A row
     then spreads over ``split`` SMs: for few long rows (decode) the launch runs ``split``
-    times wider and reads x once where one CTA would read a long row twice.
+    times wider and reads x once where one CTA would read a long row twice. The grid
+    must then be ``split * rows`` CTAs along x (:meth:`launch_dims`); the executor refuses
+    a grid that is not a whole number of clusters.
 
     Kernel parameters (in order): ``x`` ``[rows, cols]``, ``y`` ``[rows, cols]``
     (row-major, contiguous, ``dtype``, 16-byte aligned; ``y`` must not overlap ``x``,
@@ -193,7 +195,11 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
     still fits one wave (``rows * split <= sm_count``, the device's SM count: 132 on an
     H200). Measured on the H200 (``benchmarks/variants.py softmax-split``, bf16): 1 row of
     131072 took 15.6 us unsplit and 7.6 us with split 8; 16 rows 16.6 and 10.5 us; at 256
-    rows splitting cost 9-56% instead, so more rows than SMs get ``1``.
+    rows splitting cost 9-56% instead, so more rows than SMs get ``1``. It assumes every
+    cluster size up to 8 can be scheduled, as on a whole H100/H200; on a MIG slice or
+    another part with smaller GPCs, check with ``cuOccupancyMaxActiveClusters`` first (a
+    cluster that cannot be placed fails the launch with ``CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES``,
+    raised as a ``LaunchError``).
 
     Raises:
         SpecError: ``dtype`` is not a dtype.
