@@ -36,6 +36,7 @@ Where the time goes (host submission only, no GPU work for the first two):
   Executor checks, no driver  the generated check-and-pack function with a no-op driver call
   cuLaunchKernel, typed       the raw call with ``CUfunction``/``CUstream`` objects, not ints
   Executor checks + typed     the generated function calling the driver with those objects
+  checks, then cuda.core      the same checks handing their values to ``cuda.core.launch``
 """
 
 from __future__ import annotations
@@ -220,8 +221,19 @@ def main() -> int:
     def specdsl_checks_typed():
         typed_fire((a, b, out, N), typed_stream, geometry)
 
+    # the same checks handing their values to cuda.core's launch instead of the driver
+    body, names = module.packer._check_source()
+    checked_core = module.packer._generate("checked_core", [
+        "def checked_core(args, stream):", *body,
+        f"    launch(stream, config, kernel, {', '.join(names)})"],
+        dict(launch=launch, config=config, kernel=kernel))
+
+    def specdsl_checks_core():
+        checked_core((a, b, out, N), stream)
+
     diagnostics = {
         "Python no-op call": (nothing, None),
+        "Executor checks, then cuda.core launch": (specdsl_checks_core, True),
         "Executor checks + packing, no driver call": (specdsl_checks, True),
         "raw cuLaunchKernel, CUfunction/CUstream objects": (raw_typed, None),
         "Executor checks + packing + typed driver call": (specdsl_checks_typed, True),
