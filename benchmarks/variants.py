@@ -54,7 +54,8 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for cols, blocks in ((4096, (128, 256, 512)), (8192, (128, 256, 512, 1024)))
         for block in blocks],
     "rmsnorm-block": lambda torch: [
-        cases_norm._rmsnorm(torch, 16384, 4096, False, block=block) for block in (128, 256, 512)],
+        cases_norm._rmsnorm(torch, 16384, hidden, False, block=block)
+        for hidden in (4096, 8192) for block in (128, 256, 512)],
     # the latency-bound decode shapes: CTA size and vectors per thread
     "silu-small": lambda torch: [
         cases_pointwise._silu_mul(torch, tokens, 4096, unroll=unroll, block=block)
