@@ -306,3 +306,17 @@ def test_geometry_refuses_a_partial_cluster():
     with pytest.raises(LaunchError, match=r"softmax: grid \(12, 1, 1\) is not a whole number "
                                           r"of the kernel's \(8, 1, 1\)-CTA clusters"):
         check_geometry(12, 256, 0, LIMITS, cluster=(8, 1, 1), entry="softmax")
+
+
+def test_stream_device_read_from_common_stream_types():
+    """torch's device_index, CuPy's device_id and cuda.core's device.device_id name the device;
+    other objects name none."""
+    import types
+
+    from specdsl.arguments import stream_device
+
+    assert stream_device(types.SimpleNamespace(device_index=1)) == 1
+    assert stream_device(types.SimpleNamespace(device_id=2)) == 2
+    assert stream_device(types.SimpleNamespace(device=types.SimpleNamespace(device_id=3))) == 3
+    assert stream_device(types.SimpleNamespace(device_index=None, device_id=True)) is None
+    assert stream_device(object()) is None
