@@ -181,15 +181,19 @@ def test_agrees_with_ptxas_command_line(tmp_path):
     assert (spiller.barriers, spiller.shared_memory) == tuple(int(g) for g in used.groups())
 
 
-def test_module_scope_shared_memory_counted():
-    """Module-scope .shared arrays count (ptxas omits them; nvJitLink's figure less 1 KiB)."""
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_module_scope_shared_memory_counted(target):
+    """Module-scope .shared arrays count (ptxas omits them; nvJitLink's figure, less the
+    1 KiB reservation where it includes one) on every target."""
     from specdsl import render
     from specdsl.compile import compile_ptx
-    from specdsl.kernels import RMSNorm
+    from specdsl.kernels import RMSNorm, Softmax
 
     spec = RMSNorm(hidden=4096, eps=1e-6, block=256)
-    resources = compile_ptx(render(spec)).resources()["rmsnorm"]
+    resources = compile_ptx(render(spec, target), target).resources()["rmsnorm"]
     assert resources.shared_memory == 8 * 4  # one f32 partial sum per warp of 8 warps
+    softmax = Softmax(cols=4096)  # 8 warps: a max and a sum slot each
+    assert compile_ptx(render(softmax, target), target).resources()["softmax"].shared_memory == 64
 
 
 def test_summary_only_log_counts_stack_as_spills():
