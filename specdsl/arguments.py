@@ -597,10 +597,11 @@ def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits,
     for axis, extent, top in zip("xyz", g, limits.max_grid):
         if extent > top:
             raise LaunchError(f"{entry}: grid.{axis} = {extent} exceeds the device's {top}")
-    if any(extent % size for extent, size in zip(g, cluster)):
-        raise LaunchError(f"{entry}: grid {g} is not a whole number of the kernel's "
-                          f"{tuple(cluster)}-CTA clusters (.reqnctapercluster): each grid "
-                          f"extent must be a multiple of the cluster's")
+    c = _dims(f"{entry}: cluster", cluster)
+    if any(extent % size for extent, size in zip(g, c)):
+        raise LaunchError(f"{entry}: grid {g} is not a whole number of the kernel's clusters "
+                          f"of {c} CTAs (.reqnctapercluster): each grid extent must be a "
+                          f"multiple of the cluster's (a built-in spec's launch_dims gives one)")
     for axis, extent, top in zip("xyz", b, limits.max_block):
         if extent > top:
             raise LaunchError(f"{entry}: block.{axis} = {extent} exceeds the device's {top}")

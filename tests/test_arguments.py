@@ -304,8 +304,11 @@ def test_geometry_refuses_a_partial_cluster():
     """A kernel with a compile-time cluster needs a grid of whole clusters."""
     assert check_geometry(16, 256, 0, LIMITS, cluster=(8, 1, 1)).grid == (16, 1, 1)
     with pytest.raises(LaunchError, match=r"softmax: grid \(12, 1, 1\) is not a whole number "
-                                          r"of the kernel's \(8, 1, 1\)-CTA clusters"):
+                                          r"of the kernel's clusters of \(8, 1, 1\) CTAs"):
         check_geometry(12, 256, 0, LIMITS, cluster=(8, 1, 1), entry="softmax")
+    with pytest.raises(LaunchError, match=r"softmax: cluster.x must be at least 1 \(got 0\)"):
+        check_geometry(16, 256, 0, LIMITS, cluster=(0, 1, 1), entry="softmax")
+    assert check_geometry(16, 256, 0, LIMITS, cluster=8).grid == (16, 1, 1)
 
 
 def test_stream_device_read_from_common_stream_types():

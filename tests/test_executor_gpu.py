@@ -272,5 +272,5 @@ def test_split_softmax_needs_whole_clusters(executor):
     assert module.cluster == (2, 1, 1)
     (grid, _), block = spec.launch_dims(3), spec.block
     assert grid == (6, 1, 1)
-    with pytest.raises(LaunchError, match=r"is not a whole number of the kernel's \(2, 1, 1\)"):
+    with pytest.raises(LaunchError, match=r"is not a whole number of the kernel's clusters of \(2, 1, 1\)"):
         executor.launch(spec, 0, 0, 3, grid=5, block=block)

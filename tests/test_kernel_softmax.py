@@ -98,7 +98,8 @@ def test_block_matches_reqntid(cols, dtype):
     (dict(cols=4096, scale=math.inf), "Softmax.scale must be a finite float"),
     (dict(cols=4096, dtype="i32"), "Softmax.dtype = DType.I32 is invalid: expected one of"),
     (dict(cols=MAX_COLS, dtype="f32", block=512),
-     "Softmax.block = 512 is invalid: expected enough threads"),
+     "Softmax.block = 512 is invalid: expected at least 1024 threads: a row of 65536 vectors "
+     "is held in at most 8 chunks of 8 vectors a thread"),
     (dict(cols=4096, block=1056), "expected a multiple of 32 from 32 to 1024"),
 ])
 def test_refused_requests(fields, message):
@@ -187,8 +188,9 @@ def test_tolerance_covers_f16_subnormal_outputs():
                                "(cols=4104 of bf16 is 513 vectors)"),
     (dict(cols=MAX_COLS, split=2), "expected each CTA's slice to fit its registers (at most "
                                    "8192 vectors; this is 16384)"),
-    (dict(cols=131072, split=2, block=256), "Softmax.block = 256 is invalid: expected enough "
-                                            "threads to hold each CTA's slice"),
+    (dict(cols=131072, split=2, block=256), "Softmax.block = 256 is invalid: expected at least "
+                                            "1024 threads with split=2: each CTA holds its "
+                                            "slice of 8192 vectors in registers, 8 a thread"),
 ])
 def test_split_refused(fields, message):
     """Splits the template cannot do are refused at construction, naming field and value."""
@@ -223,7 +225,8 @@ def test_split_needs_sm90():
     """Clusters are sm_90 and newer: rendering a split for sm_80 is refused."""
     from specdsl import RenderError
 
-    with pytest.raises(RenderError, match="needs sm_90"):
+    with pytest.raises(RenderError, match=r"for sm_80: split = 2 \(a thread block cluster a "
+                                          r"row\) needs sm_90 or newer"):
         render(Softmax(cols=4096, split=2), "sm_80")
 
 
@@ -246,6 +249,14 @@ def test_suggested_split(cols, dtype, rows, split):
     Softmax(cols=cols, dtype=dtype, split=split)  # every suggestion is a valid request
 
 
-def test_suggested_split_refuses_a_bad_dtype():
-    with pytest.raises(SpecError, match=r"suggested_split: expected a dtype name"):
-        suggested_split(4096, "i99", 1)
+@pytest.mark.parametrize("args,message", [
+    ((4096, "i99", 1), r"suggested_split: expected a dtype name"),
+    ((131072, "f64", 1), r"suggested_split: dtype = f64 is invalid: Softmax takes f32, f16 or bf16"),
+    ((131072, "bf16", 0), r"suggested_split: rows = 0 is invalid: expected a positive int"),
+    ((131072, "bf16", 1.5), r"suggested_split: rows = 1.5 is invalid"),
+    ((131072, "bf16", True), r"suggested_split: rows = True is invalid"),
+    ((-8, "bf16", 1), r"suggested_split: cols = -8 is invalid")])
+def test_suggested_split_refuses_bad_input(args, message):
+    """Nonsense in gets a SpecError naming the argument, not a split."""
+    with pytest.raises(SpecError, match=message):
+        suggested_split(*args)

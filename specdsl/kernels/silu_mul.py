@@ -49,8 +49,9 @@ class SiluMul:
         d (baked): the output width (half of ``x``'s row), a multiple of 16 bytes'
             worth of elements (8 for f16/bf16, 4 for f32), at most 2^20.
         dtype (baked): f32, f16 or bf16.
-        unroll (baked): 16-byte output vectors per thread, 1 to 4 (at most 48 registers,
-            so any block up to 1024 threads fits; the entry declares ``.maxntid 1024``).
+        unroll (baked): 16-byte output vectors per thread, 1 to 4 (the entry declares
+            ``.maxntid 1024``, so ptxas keeps to 64 registers and any block up to 1024
+            threads fits; sm_90 uses 22 to 64 registers, more with larger ``unroll``).
         block (launch): threads per CTA, a multiple of 32 up to 1024.
     """
 

@@ -76,13 +76,22 @@ def _check_split(instance: Any, attribute: Any, split: int) -> None:
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
-    chunks = _chunks(instance.cols // instance.split, instance.dtype, block)
-    if chunks > 8:
-        raise ValueError(f"expected enough threads to hold the row in 8 chunks of "
-                         f"{VECTORS_PER_THREAD} vectors a thread")
-    if instance.split > 1 and chunks > 1:
-        raise ValueError(f"expected enough threads to hold each CTA's slice of the row in "
-                         f"registers ({VECTORS_PER_THREAD} vectors a thread) when split > 1")
+    vectors = instance.cols // instance.split // instance.dtype.vector_lanes
+    if instance.split > 1:
+        if _chunks(instance.cols // instance.split, instance.dtype, block) > 1:
+            least = _whole_warps(vectors, VECTORS_PER_THREAD)
+            raise ValueError(f"expected at least {least} threads with split={instance.split}: "
+                             f"each CTA holds its slice of {vectors} vectors in registers, "
+                             f"{VECTORS_PER_THREAD} a thread")
+    elif _chunks(instance.cols, instance.dtype, block) > 8:
+        least = _whole_warps(vectors, 8 * VECTORS_PER_THREAD)
+        raise ValueError(f"expected at least {least} threads: a row of {vectors} vectors is "
+                         f"held in at most 8 chunks of {VECTORS_PER_THREAD} vectors a thread")
+
+
+def _whole_warps(vectors: int, per_thread: int) -> int:
+    """The fewest threads, in whole warps, holding ``vectors`` at ``per_thread`` each."""
+    return -(-(-(-vectors // per_thread)) // 32) * 32
 
 
 def _per_thread(cols: int, dtype: DType, block: int) -> int:
@@ -190,8 +199,8 @@ class Softmax:
 def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 132) -> int:
     """The ``split`` to use for ``rows`` rows of ``cols``: a cluster a row when rows are few.
 
-    Rows longer than one 256-thread CTA holds (more than 2048 16-byte vectors: cols 16384
-    bf16) are split over the largest cluster (8, 4 or 2 CTAs) that divides the row and
+    Rows longer than one 256-thread CTA holds (more than 2048 16-byte vectors: longer than
+    cols 16384 of bf16) are split over the largest cluster (8, 4 or 2 CTAs) that divides the row and
     still fits one wave (``rows * split <= sm_count``, the device's SM count: 132 on an
     H200). Measured on the H200 (``benchmarks/variants.py softmax-split``, bf16): 1 row of
     131072 took 15.6 us unsplit and 7.6 us with split 8; 16 rows 16.6 and 10.5 us; at 256
@@ -202,12 +211,20 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
     raised as a ``LaunchError``).
 
     Raises:
-        SpecError: ``dtype`` is not a dtype.
+        SpecError: ``dtype`` is not f32, f16 or bf16, or ``cols``, ``rows`` or
+            ``sm_count`` is not a positive int.
     """
     try:
         dtype = DType.parse(dtype)
     except ValueError as exc:
         raise SpecError(f"suggested_split: {exc}") from None
+    if dtype not in (DType.F32, DType.F16, DType.BF16):
+        raise SpecError(f"suggested_split: dtype = {dtype} is invalid: Softmax takes f32, "
+                        f"f16 or bf16")
+    for name, value in (("cols", cols), ("rows", rows), ("sm_count", sm_count)):
+        if type(value) is not int or value < 1:
+            raise SpecError(f"suggested_split: {name} = {value!r} is invalid: expected a "
+                            f"positive int")
     vectors = cols // dtype.vector_lanes
     if vectors <= 2048:
         return 1
