@@ -19,6 +19,13 @@ hand-written: a hand-written key names a module only within one process's ledger
 it must never pick a cubin from disk), the SHA-256 of the PTX, the target, the
 nvJitLink options and the nvJitLink version.
 
+Rendered PTX is kept too, so that a warm process skips rendering: an entry framed the
+same way with the magic ``b"SPECDSL-PTX/1\n\0\0"`` and UTF-8 PTX text, stored under
+:func:`ptx_key` (the derived key and :func:`specdsl.render.rendering_digest`, the
+digest of specdsl's own code). Only requests whose PTX those two decide are stored
+(:func:`specdsl.render.renders_from_key`). The cubin's key still hashes the PTX read
+back, so a PTX entry can never pair with a cubin compiled from other text.
+
 Where: the ``cache_dir`` argument, else ``SPECDSL_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/specdsl`` (default ``~/.cache/specdsl``), created with mode 0700.
 ``SPECDSL_CACHE_DIR=off`` (or ``cache_dir="off"``) turns the disk cache off.
@@ -36,14 +43,15 @@ from typing import Any
 
 from .errors import SpecdslError
 
-__all__ = ["DiskCache", "disk_key", "resolve_cache_dir", "prepare_folder", "DISK_SCHEMA",
-           "ENV_VAR", "MAGIC"]
+__all__ = ["DiskCache", "disk_key", "ptx_key", "resolve_cache_dir", "prepare_folder",
+           "DISK_SCHEMA", "ENV_VAR", "MAGIC", "PTX_MAGIC"]
 
 #: Bump when the disk key's inputs or the entry layout change.
 DISK_SCHEMA = "specdsl-disk-key/1"
 #: The environment variable naming the cache folder, or ``off``.
 ENV_VAR = "SPECDSL_CACHE_DIR"
 MAGIC = b"SPECDSL-CUBIN/1\n"
+PTX_MAGIC = b"SPECDSL-PTX/1\n\0\0"
 _HEADER = struct.Struct(">16s32s32sQ")
 _ELF = b"\x7fELF"
 _OFF = ("off", "0", "none", "false", "no")
@@ -77,6 +85,21 @@ def disk_key(*, derived_key: str, ptx_sha256: str, target: str, options: str,
     _field(h, "target", target)
     _field(h, "options", options)
     _field(h, "toolchain", toolchain)
+    return h.digest()
+
+
+def ptx_key(*, derived_key: str, rendering: str) -> bytes:
+    """The 32-byte SHA-256 a rendered PTX is stored under.
+
+    Args:
+        derived_key: the request's derived key (it covers the templates, the target,
+            the Jinja version and every baked value).
+        rendering: :func:`specdsl.render.rendering_digest`.
+    """
+    h = hashlib.sha256()
+    _field(h, "schema", DISK_SCHEMA + "/ptx")
+    _field(h, "derived", derived_key)
+    _field(h, "rendering", rendering)
     return h.digest()
 
 
@@ -140,26 +163,41 @@ class DiskCache:
 
     def get(self, key: bytes) -> bytes | None:
         """The cubin stored under ``key``, or ``None`` for a missing or invalid entry."""
+        return self._read(key, MAGIC)
+
+    def put(self, key: bytes, cubin: bytes) -> None:
+        """Store ``cubin`` under ``key``; a failed write (full disk, permissions) only warns."""
+        self._write(key, frame(key, cubin))
+
+    def get_ptx(self, key: bytes) -> str | None:
+        """The PTX text stored under ``key``, or ``None`` for a missing or invalid entry."""
+        data = self._read(key, PTX_MAGIC)
+        return None if data is None else data.decode()
+
+    def put_ptx(self, key: bytes, ptx: str) -> None:
+        """Store rendered ``ptx`` under ``key`` (see :func:`ptx_key`); a failed write only warns."""
+        self._write(key, frame(key, ptx.encode(), PTX_MAGIC))
+
+    def _read(self, key: bytes, magic: bytes) -> bytes | None:
         try:
             data = self._store.get(key)
         except OSError:
             return None
         if data is None:
             return None
-        cubin = unframe(key, data)
-        if cubin is None:
+        payload = unframe(key, data, magic)
+        if payload is None:
             self.rejected += 1
-        return cubin
+        return payload
 
-    def put(self, key: bytes, cubin: bytes) -> None:
-        """Store ``cubin`` under ``key``; a failed write (full disk, permissions) only warns."""
+    def _write(self, key: bytes, entry: bytes) -> None:
         try:
-            self._store[key] = frame(key, cubin)
+            self._store[key] = entry
         except OSError as exc:
             if not self._warned:
                 self._warned = True
                 warnings.warn(f"specdsl: cannot write to the disk cache {str(self.path)!r}: "
-                              f"{exc}", RuntimeWarning, stacklevel=3)
+                              f"{exc}", RuntimeWarning, stacklevel=4)
 
     def entry_path(self, key: bytes) -> Path:
         """Where the entry for ``key`` lives (for tools and tests)."""
@@ -170,23 +208,31 @@ class DiskCache:
         self._store.close()
 
 
-def frame(key: bytes, cubin: bytes) -> bytes:
-    """An entry: the header (format, key, digest, length) followed by the cubin."""
-    return _HEADER.pack(MAGIC, key, hashlib.sha256(cubin).digest(), len(cubin)) + cubin
+def frame(key: bytes, payload: bytes, magic: bytes = MAGIC) -> bytes:
+    """An entry: the header (format, key, digest, length) followed by the payload."""
+    return _HEADER.pack(magic, key, hashlib.sha256(payload).digest(), len(payload)) + payload
 
 
-def unframe(key: bytes, data: bytes) -> bytes | None:
-    """The cubin inside an entry, or ``None`` if the entry is not a valid one for ``key``.
+def unframe(key: bytes, data: bytes, magic: bytes = MAGIC) -> bytes | None:
+    """The payload inside an entry, or ``None`` if it is not a valid entry for ``key``.
 
-    Refused: a foreign format, an entry written for another key, a length or digest
-    mismatch (truncated or corrupt), and a payload that is not an ELF image.
+    Refused: another format (a PTX entry where a cubin is asked for, or the reverse), an
+    entry written for another key, a length or digest mismatch (truncated or corrupt), a
+    cubin that is not an ELF image, and PTX that is not UTF-8.
     """
     if len(data) < _HEADER.size:
         return None
-    magic, stored_key, digest, length = _HEADER.unpack_from(data)
-    cubin = data[_HEADER.size:]
-    if magic != MAGIC or stored_key != key or length != len(cubin):
+    stored_magic, stored_key, digest, length = _HEADER.unpack_from(data)
+    payload = data[_HEADER.size:]
+    if stored_magic != magic or stored_key != key or length != len(payload):
         return None
-    if cubin[:4] != _ELF or hashlib.sha256(cubin).digest() != digest:
+    if hashlib.sha256(payload).digest() != digest:
         return None
-    return cubin
+    if magic == MAGIC and payload[:4] != _ELF:
+        return None
+    if magic == PTX_MAGIC:
+        try:
+            payload.decode()
+        except UnicodeDecodeError:
+            return None
+    return payload

@@ -23,11 +23,11 @@ from . import ledger as _ledger
 from .arguments import (ArgumentPacker, DeviceLimits, Geometry, check_geometry, stream_device,
                         stream_handle)
 from .compile import compile_ptx, link_options, toolchain_version
-from .diskcache import CacheDirError, DiskCache, disk_key, resolve_cache_dir
+from .diskcache import CacheDirError, DiskCache, disk_key, ptx_key, resolve_cache_dir
 from .errors import LaunchError, TargetError
 from .keys import derived_key, hand_key
 from .ptx import EntrySignature, parse_entry
-from .render import render
+from .render import render, rendering_digest, renders_from_key
 from .spec import spec_info
 from .target import Target
 
@@ -54,6 +54,7 @@ class ExecutorStats:
         compile_seconds: wall time spent in nvJitLink, in seconds.
         disk_hits: misses answered from the disk cache.
         disk_rejected: disk entries refused as corrupt, truncated or foreign.
+        ptx_disk_hits: misses whose PTX came from the disk cache instead of rendering.
     """
 
     hits: int = 0
@@ -62,6 +63,7 @@ class ExecutorStats:
     compile_seconds: float = 0.0
     disk_hits: int = 0
     disk_rejected: int = 0
+    ptx_disk_hits: int = 0
 
 
 @attrs.define(eq=False, repr=False)
@@ -139,7 +141,7 @@ class Executor:
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
         self._last_stream: tuple = (None, None)  # (stream object, handle) last checked
-        self._hits = self._misses = self._compiles = self._disk_hits = 0
+        self._hits = self._misses = self._compiles = self._disk_hits = self._ptx_disk_hits = 0
         self._compile_seconds = 0.0
         self._device: Any = None
         self.device_id = device
@@ -221,7 +223,8 @@ class Executor:
         return ExecutorStats(
             hits=self._hits, misses=self._misses, compiles=self._compiles,
             compile_seconds=self._compile_seconds, disk_hits=self._disk_hits,
-            disk_rejected=self._disk.rejected if self._disk is not None else 0)
+            disk_rejected=self._disk.rejected if self._disk is not None else 0,
+            ptx_disk_hits=self._ptx_disk_hits)
 
     @property
     def device(self) -> Any:
@@ -313,8 +316,8 @@ class Executor:
 
         self._misses += 1
         info = spec_info(spec)
-        ptx = render(spec, self.target)
         derived = derived_key(spec, self.target)
+        ptx = self._rendered(spec, derived)
         signature = parse_entry(ptx, info.entry)
         cubin, log, from_disk, key_bytes = None, "", False, None
         if self._disk is not None:
@@ -341,6 +344,20 @@ class Executor:
         if written:
             self.ledger.record(module_key, spec, self.target, ptx)
         return module
+
+    def _rendered(self, spec: Any, derived: str) -> str:
+        """``spec``'s PTX: from the disk cache when its derived key decides it, else rendered
+        (and then stored there for the next process)."""
+        if self._disk is None or not renders_from_key(spec):
+            return render(spec, self.target)
+        key = ptx_key(derived_key=derived, rendering=rendering_digest())
+        ptx = self._disk.get_ptx(key)
+        if ptx is not None:
+            self._ptx_disk_hits += 1
+            return ptx
+        ptx = render(spec, self.target)
+        self._disk.put_ptx(key, ptx)
+        return ptx
 
     def _load(self, module: Module) -> None:
         from cuda.core import ObjectCode

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import enum
+import functools
+import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -11,7 +15,7 @@ from .errors import RenderError
 from .spec import spec_info
 from .target import Target
 
-__all__ = ["render", "render_context"]
+__all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
 
 # A PTX module must open with these directives (PTX ISA 11.1-11.2); nvJitLink's own error
 # for a module without them ("does not match type NVJITLINK_INPUT_PTX") says nothing useful.
@@ -64,3 +68,43 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
         raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "
                           "directive: start it with {% include \"header.ptx.j2\" %}")
     return text if text.endswith("\n") else text + "\n"
+
+
+@functools.lru_cache(maxsize=1)
+def rendering_digest() -> str:
+    """A SHA-256 of specdsl's own Python sources (hex).
+
+    A derived key covers the request, its templates, the target and the Jinja version;
+    the rest of what decides the rendered text is specdsl's code (filters such as
+    ``f32``, the context, ``DType`` and ``Target`` properties). Together with a derived
+    key, this digest names a rendering exactly, so a rendered PTX may be stored under it
+    (the disk cache does, to skip rendering in a warm process). Computed once a process.
+    """
+    package = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix().encode()
+        data = path.read_bytes()
+        h.update(b"%d:%s%d:" % (len(name), name, len(data)))
+        h.update(data)
+    return h.hexdigest()
+
+
+def renders_from_key(spec: Any) -> bool:
+    """Whether ``spec``'s PTX is decided by its derived key and :func:`rendering_digest`.
+
+    True when every baked value is plain data (int, float, str, bool, None, tuples of
+    them) or a member of a specdsl enum (``DType``): templates can call methods of a
+    field's value, and a user type's methods are code that neither digest covers.
+    """
+    return all(_plain(getattr(spec, name)) for name in spec_info(spec).baked)
+
+
+def _plain(value: Any) -> bool:
+    kind = type(value)
+    if kind in (int, float, str, bool) or value is None:
+        return True
+    if kind is tuple:
+        return all(_plain(item) for item in value)
+    return isinstance(value, enum.Enum) and kind.__module__.split(".")[0] == "specdsl"
+

@@ -13,7 +13,7 @@ import pytest
 
 from specdsl import Executor
 from specdsl.compile import compile_ptx
-from specdsl.diskcache import MAGIC, disk_key, frame, resolve_cache_dir, unframe
+from specdsl.diskcache import MAGIC, PTX_MAGIC, disk_key, frame, ptx_key, resolve_cache_dir, unframe
 from specdsl.kernels import VectorAdd
 from specdsl.render import render
 
@@ -26,9 +26,14 @@ def _executor(folder) -> Executor:
     return Executor(None, target="sm_90", cache_dir=folder)
 
 
-def _entry(executor: Executor, spec) -> Path:
-    """The file of spec's entry (found as the one file the first compile wrote)."""
-    files = [p for p in (executor.disk_cache.path / "entries").rglob("*") if p.is_file()]
+def _entries(executor: Executor, magic: bytes) -> list[Path]:
+    return [p for p in (executor.disk_cache.path / "entries").rglob("*")
+            if p.is_file() and p.read_bytes().startswith(magic)]
+
+
+def _entry(executor: Executor, spec, magic: bytes = MAGIC) -> Path:
+    """The file of spec's cubin (or PTX) entry: the one such file the first build wrote."""
+    files = _entries(executor, magic)
     assert len(files) == 1, files
     return files[0]
 
@@ -171,3 +176,71 @@ def test_two_processes_race_on_one_key(tmp_path):
     reader = _executor(folder)
     module = reader.ensure_module(VectorAdd(dtype="bf16"))
     assert module.from_disk and module.cubin.hex() == cubins.pop()
+
+
+def test_warm_process_skips_rendering(tmp_path, monkeypatch):
+    """A second executor on a warm folder reads the PTX back instead of rendering it,
+    and gets the same cubin and signature."""
+    import specdsl.executor as executor_module
+    from specdsl.kernels import RMSNorm
+
+    spec = RMSNorm(hidden=4096)
+    first = _executor(tmp_path).ensure_module(spec)
+    assert _entry(_executor(tmp_path), spec, PTX_MAGIC).read_bytes().endswith(
+        render(spec, "sm_90").encode())
+
+    def no_render(*args):
+        raise AssertionError("rendered on a warm disk cache")
+
+    monkeypatch.setattr(executor_module, "render", no_render)
+    warm = _executor(tmp_path)
+    module = warm.ensure_module(spec)
+    assert module.from_disk and module.cubin == first.cubin
+    assert module.signature == first.signature
+    assert (warm.stats.ptx_disk_hits, warm.stats.disk_hits, warm.stats.compiles) == (1, 1, 0)
+
+
+def test_corrupt_ptx_entry_is_rendered_again(tmp_path):
+    """A damaged PTX entry is a miss: the request is rendered and the entry rewritten."""
+    writer = _executor(tmp_path)
+    writer.ensure_module(VectorAdd())
+    path = _entry(writer, VectorAdd(), PTX_MAGIC)
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0x01
+    path.write_bytes(bytes(data))
+    reader = _executor(tmp_path)
+    module = reader.ensure_module(VectorAdd())
+    assert (reader.stats.ptx_disk_hits, reader.stats.disk_rejected) == (0, 1)
+    assert module.from_disk  # the cubin entry was intact
+    assert path.read_bytes().endswith(render(VectorAdd(), "sm_90").encode())
+
+
+def test_user_typed_fields_are_always_rendered(tmp_path):
+    """A baked value of a user type (its methods are code no digest covers) is not cached
+    as PTX: every process renders it."""
+    from userspecs import UserEnumSpec
+
+    spec = UserEnumSpec()
+    executor = _executor(tmp_path)
+    executor.ensure_module(spec)
+    assert _entries(executor, PTX_MAGIC) == [] and len(_entries(executor, MAGIC)) == 1
+    again = _executor(tmp_path)
+    again.ensure_module(spec)
+    assert again.stats.ptx_disk_hits == 0 and again.stats.disk_hits == 1
+
+
+def test_ptx_key_covers_every_input():
+    """Changing the derived key or the rendering digest changes the PTX key."""
+    base = dict(derived_key="rmsnorm-1", rendering="ab")
+    keys = {ptx_key(**base)} | {ptx_key(**{**base, k: v + "x"}) for k, v in base.items()}
+    assert len(keys) == 3
+
+
+def test_unframe_keeps_cubin_and_ptx_entries_apart():
+    """A PTX entry is never read as a cubin, nor the reverse."""
+    key = b"\x05" * 32
+    ptx = frame(key, b".version 8.0\n", PTX_MAGIC)
+    assert unframe(key, ptx, PTX_MAGIC) == b".version 8.0\n" and unframe(key, ptx) is None
+    cubin = frame(key, b"\x7fELF" + bytes(8))
+    assert unframe(key, cubin, PTX_MAGIC) is None
+    assert unframe(key, frame(key, b"\xff\xfe", PTX_MAGIC), PTX_MAGIC) is None  # not UTF-8

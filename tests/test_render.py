@@ -113,3 +113,37 @@ def test_missing_header_refused(tmp_path):
     with pytest.raises(RenderError, match=r"renders no .version/.target directive: start it "
                                           r"with \{% include \"header.ptx.j2\" %\}"):
         render(Bare())
+
+
+def test_rendering_digest_is_stable_and_covers_specdsl_sources(tmp_path, monkeypatch):
+    """The digest is one hex SHA-256, the same across calls, and changes with any source."""
+    import shutil
+
+    import importlib
+
+    import specdsl
+
+    render_module = importlib.import_module("specdsl.render")  # the package exports render()
+
+    first = render_module.rendering_digest()
+    assert len(first) == 64 and first == render_module.rendering_digest()
+    copy = tmp_path / "specdsl"
+    shutil.copytree(Path(specdsl.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "immediates.py").write_text((copy / "immediates.py").read_text() + "\n# edit\n")
+    monkeypatch.setattr(render_module, "__file__", str(copy / "render.py"))
+    render_module.rendering_digest.cache_clear()
+    try:
+        assert render_module.rendering_digest() != first
+    finally:
+        render_module.rendering_digest.cache_clear()
+
+
+def test_renders_from_key_only_for_plain_values():
+    """Plain data and specdsl enums qualify; a user enum's methods do not."""
+    from specdsl.kernels import RMSNorm
+    from specdsl.render import renders_from_key
+    from userspecs import Toy, UserEnumSpec
+
+    assert renders_from_key(RMSNorm(hidden=4096)) and renders_from_key(Toy())
+    assert not renders_from_key(UserEnumSpec())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Literal
 
@@ -25,3 +26,26 @@ class Toy:
     mode: Literal["fast", "exact", 1, True] = baked("fast")
     dims: tuple[int, ...] = baked((1, 2))
     block: int = launch(128)
+
+
+class Flavour(enum.Enum):
+    """A user enum: its str() is user code the toy template calls."""
+
+    PLAIN = "plain"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@kernel_spec(template="toy.ptx.j2", entry="toy", template_dir=TEMPLATES)
+class UserEnumSpec:
+    """The toy kernel with a baked value of a user enum type."""
+
+    scale: float = baked(1.0)
+    offset: float = baked(0.0)
+    n: int = baked(64)
+    dtype: DType = baked(DType.F32)
+    flag: bool = baked(False)
+    limit: int | None = baked(None)
+    mode: Flavour = baked(Flavour.PLAIN)
+    dims: tuple[int, ...] = baked((1, 2))
