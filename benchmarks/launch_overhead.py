@@ -33,10 +33,9 @@ Rows:
   Triton                      a ``@triton.jit`` add kernel, BLOCK = 1024
 Where the time goes (host submission only, no GPU work for the first two):
   Python no-op call           ``f()`` of an empty function: the loop's own cost
-  Executor checks, no driver  the generated check-and-pack function with a no-op driver call
-  cuLaunchKernel, typed       the raw call with ``CUfunction``/``CUstream`` objects, not ints
-  Executor checks + typed     the generated function calling the driver with those objects
-  checks, then cuda.core      the same checks handing their values to ``cuda.core.launch``
+  Executor checks, no launch  the generated check function with a no-op in place of launch
+  Executor driver path        the generated launcher of kernels with ``.b8`` aggregate
+                              parameters: checks, ``struct`` packing, ``cuLaunchKernel``
 """
 
 from __future__ import annotations
@@ -201,42 +200,25 @@ def main() -> int:
     except Exception as exc:
         notes.append(f"Triton unavailable: {exc}")
 
-    # where the time goes: the loop itself, specdsl's checks alone, typed driver arguments
+    # where the time goes: the loop itself, specdsl's checks alone, the driver path
     def nothing():
         pass
 
-    checks_only = module.packer.launcher(lambda *_: (0,), module.function)
-    geometry = (*grid, *block, 0)
+    streams, geometry = (handle, stream), (*grid, *block, 0, config)
+    checks_only = module.packer.core_launcher(lambda *_: None, kernel)
 
     def specdsl_checks():
-        checks_only((a, b, out, N), handle, geometry)
+        checks_only((a, b, out, N), streams, geometry)
 
-    typed_function, typed_stream = driver.CUfunction(function), driver.CUstream(handle)
+    driver_fire = module.packer.launcher(cu_launch, function)  # kernels with .b8 parameters
 
-    def raw_typed():
-        cu_launch(typed_function, grid[0], 1, 1, 256, 1, 1, 0, typed_stream, params_address, 0)
-
-    typed_fire = module.packer.launcher(cu_launch, typed_function)
-
-    def specdsl_checks_typed():
-        typed_fire((a, b, out, N), typed_stream, geometry)
-
-    # the same checks handing their values to cuda.core's launch instead of the driver
-    body, names = module.packer._check_source()
-    checked_core = module.packer._generate("checked_core", [
-        "def checked_core(args, stream):", *body,
-        f"    launch(stream, config, kernel, {', '.join(names)})"],
-        dict(launch=launch, config=config, kernel=kernel))
-
-    def specdsl_checks_core():
-        checked_core((a, b, out, N), stream)
+    def specdsl_driver_path():
+        driver_fire((a, b, out, N), streams, geometry)
 
     diagnostics = {
         "Python no-op call": (nothing, None),
-        "Executor checks, then cuda.core launch": (specdsl_checks_core, True),
-        "Executor checks + packing, no driver call": (specdsl_checks, True),
-        "raw cuLaunchKernel, CUfunction/CUstream objects": (raw_typed, None),
-        "Executor checks + packing + typed driver call": (specdsl_checks_typed, True),
+        "Executor checks, no launch": (specdsl_checks, True),
+        "Executor driver path (checks, packing, cuLaunchKernel)": (specdsl_driver_path, True),
     }
     methods.update(diagnostics)
 

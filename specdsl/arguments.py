@@ -48,6 +48,20 @@ _FLOAT_EXACT = {16: 2**11, 32: 2**24, 64: 2**53}
 Converter = Callable[[Any, int], Any]
 
 
+def _bits(float_format: str, int_format: str) -> Callable[[float], int]:
+    """A function giving a float's bit pattern in ``float_format`` as an int."""
+    pack, unpack = struct.Struct(float_format).pack, struct.Struct(int_format).unpack
+
+    def bits(value: float) -> int:
+        return unpack(pack(value))[0]
+    return bits
+
+
+# Floats go to cuda.core as the int of their bit pattern (see ArgumentPacker.core_launcher);
+# f64 as a signed int, which cuda.core's intptr_t holds.
+_F16_BITS, _F32_BITS, _F64_BITS = _bits("<e", "<H"), _bits("<f", "<I"), _bits("<d", "<q")
+
+
 def _what(value: Any) -> str:
     kind = type(value)
     text = repr(value)
@@ -146,25 +160,95 @@ class ArgumentPacker:
                  f"    pack_into(buffer, 0{''.join(', ' + n for n in names)})"]
         return self._generate("write", lines, {})
 
-    def launcher(self, launch_kernel: Callable[..., Any],
-                 function: int) -> Callable[[tuple[Any, ...], int, tuple], int]:
-        """A function ``fire(args, stream, geometry) -> CUresult`` for the launch path.
+    @property
+    def through_core(self) -> bool:
+        """Whether cuda.core's ``launch`` can take these parameters: every one but a
+        ``.b8 name[N]`` aggregate, which cuda.core has no argument type for."""
+        return all(param.count is None for param in self.signature.params)
 
+    def core_launcher(self, core_launch: Callable[..., Any],
+                      kernel: Any) -> Callable[[tuple[Any, ...], tuple, tuple], None]:
+        """A function ``fire(args, streams, geometry)`` launching through cuda.core.
+
+        Checks ``args`` as :meth:`values` does, then calls ``core_launch(streams[1],
+        geometry[7], kernel, *values)`` (cuda.core's ``launch``; ``streams`` is ``(handle,
+        cuda.core Stream)``, ``geometry`` ends with the ``LaunchConfig``). cuda.core packs
+        a Python int as a pointer-sized ``intptr_t`` and the driver copies each parameter's
+        own size from it (``cuLaunchKernel``'s ``kernelParams``), so an int already checked
+        against a narrower ``.param`` arrives as its low bytes (CUDA hosts are little
+        endian); 64-bit values at or above 2**63 are passed as their two's-complement
+        equivalent, and floats as the int of their bit pattern. Requires
+        :attr:`through_core`.
+
+        Raises:
+            LaunchError: as :meth:`values`.
+            CUDAError: cuda.core's, for a launch the driver refuses.
+        """
+        body, names = self._check_source()
+        values = "".join(", " + self._core_value(param, name)
+                         for param, name in zip(self.signature.params, names))
+        lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
+                 f"    core_launch(streams[1], geometry[7], kernel{values})"]
+        return self._generate("fire", lines, self._core_names(core_launch, kernel))
+
+    def bound_core_launcher(self, core_launch: Callable[..., Any], kernel: Any, streams: tuple,
+                            config: Any, on_error: Callable[[Any, tuple], None]
+                            ) -> Callable[..., None]:
+        """A function ``bound(*args)`` with the streams (``(handle, cuda.core Stream)``) and
+        ``LaunchConfig`` fixed (``Executor.bind``): checks as :meth:`core_launcher` does,
+        launches through cuda.core, and calls ``on_error(exception, args)`` when the launch
+        fails.
+
+        Raises:
+            LaunchError: as :meth:`values`.
+        """
+        body, names = self._check_source()
+        values = "".join(", " + self._core_value(param, name)
+                         for param, name in zip(self.signature.params, names))
+        lines = ["def bound(*args):", *body,
+                 "    try:",
+                 f"        core_launch(core_stream, config, kernel{values})",
+                 "    except Exception as exc:",
+                 "        on_error(exc, args)"]
+        return self._generate("bound", lines, dict(
+            self._core_names(core_launch, kernel), stream=streams[0], core_stream=streams[1],
+            config=config, on_error=on_error))
+
+    @staticmethod
+    def _core_names(core_launch: Callable[..., Any], kernel: Any) -> dict[str, Any]:
+        return dict(core_launch=core_launch, kernel=kernel, f16_bits=_F16_BITS,
+                    f32_bits=_F32_BITS, f64_bits=_F64_BITS)
+
+    @staticmethod
+    def _core_value(param: Param, name: str) -> str:
+        """The expression handing checked value ``name`` to cuda.core (see core_launcher)."""
+        if param.kind == "f":
+            return f"f{param.bits}_bits({name})"
+        if param.bits == 64 and (param.is_ptr or param.kind in "ub"):
+            return f"({name} if {name} < {1 << 63} else {name} - {1 << 64})"
+        return name
+
+    def launcher(self, launch_kernel: Callable[..., Any],
+                 function: int) -> Callable[[tuple[Any, ...], tuple, tuple], int]:
+        """A function ``fire(args, streams, geometry) -> CUresult`` calling the driver.
+
+        The launch path of kernels cuda.core cannot launch (:attr:`through_core` false).
         Checks and packs ``args`` as :meth:`writer` does, into a parameter buffer of the
         calling thread's own (made by :meth:`new_slot` on a thread's first launch, so
         threads never share one and need no lock), then calls
         ``launch_kernel(function, gx, gy, gz, bx, by, bz, shared_mem, stream, params, 0)``
         (``cuLaunchKernel``'s signature) with ``geometry = (gx, gy, gz, bx, by, bz,
-        shared_mem)``.
+        shared_mem, ...)`` and ``stream = streams[0]``, the handle.
         One generated function, so a launch pays for one Python call on top of the
         driver's; the driver copies the parameters before it returns.
 
         Raises:
             LaunchError: as :meth:`values`.
         """
-        lines = ["def fire(args, stream, geometry):", *self._pack_source(),
-                 "    gx, gy, gz, bx, by, bz, smem = geometry",
-                 "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, stream, "
+        lines = ["def fire(args, streams, geometry):", "    stream = streams[0]",
+                 *self._pack_source(),
+                 "    gx, gy, gz, bx, by, bz, smem = geometry[:7]",
+                 "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, streams[0], "
                  "address, 0)[0]"]
         return self._generate("fire", lines, self._launch_names(launch_kernel, function))
 
@@ -179,7 +263,7 @@ class ArgumentPacker:
         Raises:
             LaunchError: as :meth:`values`.
         """
-        gx, gy, gz, bx, by, bz, smem = geometry
+        gx, gy, gz, bx, by, bz, smem = geometry[:7]
         lines = ["def launch(*args):", *self._pack_source(),
                  f"    err = launch_kernel(function, {gx}, {gy}, {gz}, {bx}, {by}, {bz}, "
                  f"{smem}, stream, address, 0)[0]",

@@ -99,7 +99,9 @@ class Module:
     cluster: tuple[int, int, int] = (1, 1, 1)  # compile-time cluster shape, in CTAs
     dynamic_shared_set: int = 0
     geometries: dict[tuple, Geometry] = attrs.Factory(dict)
-    fire: Any = None            # packer.launcher(): checks, packs and launches
+    fire: Any = None            # the generated launcher: checks and launches
+    through_core: bool = False  # fire launches through cuda.core (else cuLaunchKernel)
+    configs: dict[tuple, Any] = attrs.Factory(dict)  # checked geometry -> LaunchConfig
     # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem)
     last_geometry: tuple = (None, None, None, None)
 
@@ -140,7 +142,10 @@ class Executor:
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
-        self._last_stream: tuple = (None, None)  # (stream object, handle) last checked
+        # (stream object, (handle, cuda.core Stream)) last checked
+        self._last_stream: tuple = (None, (None, None))
+        self._core_streams: dict[int, Any] = {}
+        self._core_launch: Any = None
         self._hits = self._misses = self._compiles = self._disk_hits = self._ptx_disk_hits = 0
         self._compile_seconds = 0.0
         self._device: Any = None
@@ -196,6 +201,11 @@ class Executor:
         except Exception as exc:  # no libcuda, no device, driver too old
             raise LaunchError(f"no CUDA device {ordinal}: {exc}") from None
         self._default_handle = int(self._default_stream.handle)
+        self._default_streams = (self._default_handle, self._default_stream)
+        from cuda.core import LaunchConfig
+        from cuda.core import launch as core_launch
+
+        self._core_launch, self._launch_config = core_launch, LaunchConfig
         from cuda.bindings import driver
 
         self._driver = driver
@@ -372,7 +382,11 @@ class Executor:
             attributes.required_cluster_depth))
         module.function = int(module.kernel.handle)
         module.packer = ArgumentPacker(module.signature, device_id=self.device_id)
-        module.fire = module.packer.launcher(self._launch_kernel, module.function)
+        if module.packer.through_core:
+            module.through_core = True
+            module.fire = module.packer.core_launcher(self._core_launch, module.kernel)
+        else:  # a .b8 aggregate parameter: cuda.core has no argument type for it
+            module.fire = module.packer.launcher(self._launch_kernel, module.function)
 
     # -- launches ----------------------------------------------------------------------
 
@@ -412,13 +426,18 @@ class Executor:
             self._hits += 1
         else:
             module = self._lookup(spec, key)
-        handle = self._default_handle if stream is None else self._stream_handle(stream)
+        streams = self._default_streams if stream is None else self._streams(stream)
         geometry = module.last_geometry
         if not (geometry[0] is grid and geometry[1] is block and geometry[2] is shared_mem):
             geometry = self._geometry_for(module, grid, block, shared_mem)
-        err = module.fire(args, handle, geometry[3])
-        if err:  # CUresult is an int; CUDA_SUCCESS is 0
-            self._launch_failed(err, module, geometry[3], handle, args)
+        try:
+            err = module.fire(args, streams, geometry[3])
+        except LaunchError:
+            raise
+        except Exception as exc:  # cuda.core's CUDAError: the driver refused the launch
+            err = exc
+        if err:  # the driver path returns a CUresult, an int; CUDA_SUCCESS is 0
+            self._launch_failed(err, module, geometry[3], streams, args)
 
     def bind(self, spec: Any, *, grid: Any, block: Any, stream: Any = None,
              shared_mem: int = 0, key: str | None = None) -> Callable[..., None]:
@@ -434,7 +453,7 @@ class Executor:
 
         Returns:
             A function ``bound(*args)`` taking the kernel's arguments in ``.param`` order
-            (one generated function: checks, packing and the driver call); its attributes
+            (one generated function: the checks and the launch); its attributes
             ``module``, ``grid``, ``block`` and ``shared_mem`` tell what it launches.
 
         Raises:
@@ -442,13 +461,17 @@ class Executor:
         """
         module = self._lookup(spec, key)
         geometry = self._geometry_for(module, grid, block, shared_mem)[3]
-        handle = self._default_handle if stream is None else self._stream_handle(stream)
+        streams = self._default_streams if stream is None else self._streams(stream)
 
         def on_error(err: Any, args: tuple) -> None:
-            self._launch_failed(err, module, geometry, handle, args)
+            self._launch_failed(err, module, geometry, streams, args)
 
-        bound = module.packer.bound_launcher(self._launch_kernel, module.function, handle,
-                                             geometry, on_error)
+        if module.through_core:
+            bound = module.packer.bound_core_launcher(self._core_launch, module.kernel,
+                                                      streams, geometry[7], on_error)
+        else:
+            bound = module.packer.bound_launcher(self._launch_kernel, module.function,
+                                                 streams[0], geometry, on_error)
         bound.module, bound.stream = module, stream  # the stream object stays alive
         bound.grid, bound.block, bound.shared_mem = geometry[:3], geometry[3:6], geometry[6]
         return bound
@@ -468,20 +491,38 @@ class Executor:
         self._last = (spec, key, module, proven)
         return module
 
-    def _stream_handle(self, stream: Any) -> int:
-        """``stream``'s handle, once its device is checked to be this executor's."""
+    def _streams(self, stream: Any) -> tuple[int, Any]:
+        """``(handle, cuda.core Stream)`` of ``stream``, once its device is checked to be
+        this executor's."""
         handle = stream_handle(stream)
         last = self._last_stream
-        if last[0] is stream and last[1] == handle:
-            return handle
+        if last[0] is stream and last[1][0] == handle:
+            return last[1]
         device = stream_device(stream)
         if device is None:
             device = self._driver_stream_device(handle)
         if device is not None and device != self.device_id:
             raise LaunchError(f"stream {handle:#x} belongs to device {device}; this executor "
                               f"launches on device {self.device_id}")
-        self._last_stream = (stream, handle)
-        return handle
+        streams = (handle, self._core_stream(stream, handle))
+        self._last_stream = (stream, streams)
+        return streams
+
+    def _core_stream(self, stream: Any, handle: int) -> Any:
+        """A cuda.core ``Stream`` for ``handle``: ``stream`` itself if it is one, else a
+        non-owning one made once per handle (``Stream.from_handle``)."""
+        if self._core_launch is None:  # no cuda.core launches (a stand-in driver in tests)
+            return None
+        from cuda.core import Stream
+
+        if isinstance(stream, Stream):
+            return stream
+        core = self._core_streams.get(handle)
+        if core is None:
+            if len(self._core_streams) >= 256:
+                self._core_streams.clear()
+            core = self._core_streams[handle] = Stream.from_handle(handle)
+        return core
 
     def _driver_stream_device(self, handle: int) -> int | None:
         # 0, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the calling thread's
@@ -501,12 +542,24 @@ class Executor:
         geometry = module.geometries.get(exact) if exact is not None else None
         if geometry is None:
             geometry = self._geometry(module, grid, block, shared_mem)
-        checked = (grid, block, shared_mem,
-                   (*geometry.grid, *geometry.block, geometry.shared_mem))
+        flat = (*geometry.grid, *geometry.block, geometry.shared_mem)
+        checked = (grid, block, shared_mem, (*flat, self._config(module, flat)))
         if type(shared_mem) is int and (type(grid) is tuple or type(grid) is int) and \
                 (type(block) is tuple or type(block) is int):
             module.last_geometry = checked  # immutable objects: identity means same values
         return checked
+
+    def _config(self, module: Module, flat: tuple) -> Any:
+        """The cuda.core ``LaunchConfig`` of a checked geometry (``None`` on the driver path)."""
+        if not module.through_core:
+            return None
+        config = module.configs.get(flat)
+        if config is None:
+            if len(module.configs) >= 1024:
+                module.configs.clear()
+            config = module.configs[flat] = self._launch_config(
+                grid=flat[:3], block=flat[3:6], shmem_size=flat[6])
+        return config
 
     def _remember(self, spec: Any, key: str | None) -> tuple[Module, bool]:
         if self._device is None:
@@ -546,20 +599,33 @@ class Executor:
                               f"dynamic shared memory: {err.name}")
         module.dynamic_shared_set = size
 
-    def _launch_failed(self, err: Any, module: Module, geometry: tuple, handle: int,
+    def _launch_failed(self, err: Any, module: Module, geometry: tuple, streams: tuple,
                        args: tuple) -> None:
-        driver = self._driver
-        gx, gy, gz, bx, by, bz, smem = geometry
-        if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+        gx, gy, gz, bx, by, bz, smem = geometry[:7]
+        if _invalid_context(err, self._driver):
             # a thread that never made the device current: do so once, then retry
             from cuda.core import Device
 
             Device(self.device_id).set_current()
-            err = module.fire(args, handle, geometry)
+            try:
+                err = module.fire(args, streams, geometry)
+            except LaunchError:
+                raise
+            except Exception as exc:
+                err = exc
             if not err:
                 return
-        raise LaunchError(f"{module.signature.entry}: cuLaunchKernel failed with {err.name} "
-                          f"(grid {(gx, gy, gz)}, block {(bx, by, bz)}, shared_mem {smem})")
+        how = f"cuda.core launch failed: {err}" if isinstance(err, Exception) else \
+            f"cuLaunchKernel failed with {err.name}"
+        raise LaunchError(f"{module.signature.entry}: {how} (grid {(gx, gy, gz)}, "
+                          f"block {(bx, by, bz)}, shared_mem {smem})")
+
+
+def _invalid_context(err: Any, driver: Any) -> bool:
+    """Whether a failed launch (a CUresult, or cuda.core's exception) lacked a current context."""
+    if isinstance(err, Exception):
+        return "CUDA_ERROR_INVALID_CONTEXT" in str(err)
+    return err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT
 
 
 def _dims(value: Any) -> tuple[int, int, int] | None:

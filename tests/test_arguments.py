@@ -323,3 +323,45 @@ def test_stream_device_read_from_common_stream_types():
     assert stream_device(types.SimpleNamespace(device=types.SimpleNamespace(device_id=3))) == 3
     assert stream_device(types.SimpleNamespace(device_index=None, device_id=True)) is None
     assert stream_device(object()) is None
+
+
+CORE_PARAMS = (".param .u64 .ptr .global .align 16 p, .param .u8 a, .param .s16 b, "
+               ".param .u32 c, .param .s32 d, .param .u64 e, .param .s64 f, .param .b32 g, "
+               ".param .f16 h, .param .f32 i, .param .f64 j, .param .b64 k")
+CORE_ARGS = [
+    (0x7F0000000010, 255, -2, 2**32 - 1, -(2**31), 2**64 - 1, -(2**63), 0xDEADBEEF, 1.5, -0.1,
+     3.141592653589793, 2**63),
+    (0x10, True, 32767, 7, 5, 2**63 - 1, 2**63 - 1, -1, -65504.0, float("inf"), -0.0, 0),
+    (0x20, 0, 0, 0, 0, 0, 0, 0, 0.0, 3.4028234663852886e38, float("nan"), 1),
+]
+
+
+@pytest.mark.parametrize("args", CORE_ARGS)
+def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args):
+    """What cuda.core packs for the values core_launcher hands it holds, in each parameter's
+    first bytes, exactly what the driver path packs (pack()): ints narrower than 64 bits
+    as their low bytes, 64-bit values at or above 2**63 wrapped, floats as their bits."""
+    holder = pytest.importorskip("cuda.core._kernel_arg_handler").ParamHolder
+    import ctypes
+
+    packer = _packer(CORE_PARAMS)
+    seen = []
+    fire = packer.core_launcher(lambda stream, config, kernel, *values: seen.append(values),
+                                kernel="k")
+    fire(args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
+    (values,) = seen
+    packed = holder(list(values))
+    pointers = (ctypes.c_void_p * len(values)).from_address(packed.ptr)
+    expected = packer.pack(args)
+    for i, (param, offset) in enumerate(zip(packer.signature.params, packer.offsets)):
+        got = ctypes.string_at(pointers[i], param.size)
+        assert got == expected[offset:offset + param.size], (param.name, got, expected)
+
+
+def test_core_launcher_checks_before_launching():
+    """A bad argument is refused before cuda.core is called, as on the driver path."""
+    calls = []
+    fire = _packer(".param .u32 n").core_launcher(lambda *a: calls.append(a), kernel="k")
+    with pytest.raises(LaunchError, match=r"k: parameter 'n' \(\.u32 n\) expects an int in"):
+        fire((-1,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+    assert calls == [] and not _packer(".param .b8 blob[16]").through_core

@@ -262,7 +262,7 @@ def fake_driver_executor():
         return (0,)
 
     ex = Executor(None, target="sm_90", cache_dir="off")
-    ex._device, ex._default_handle, ex._launch_kernel = object(), 7, launch_kernel
+    ex._device, ex._default_streams, ex._launch_kernel = object(), (7, None), launch_kernel
     ex.limits = DeviceLimits(max_threads_per_block=1024, max_block=(1024, 1024, 64),
                              max_grid=(2**31 - 1, 65535, 65535), shared_per_block=49152,
                              shared_per_block_optin=232448)

@@ -274,3 +274,28 @@ def test_split_softmax_needs_whole_clusters(executor):
     assert grid == (6, 1, 1)
     with pytest.raises(LaunchError, match=r"is not a whole number of the kernel's clusters of \(2, 1, 1\)"):
         executor.launch(spec, 0, 0, 3, grid=5, block=block)
+
+
+def test_aggregate_parameter_takes_the_driver_path(executor, torch):
+    """A kernel with a .b8 aggregate parameter (no cuda.core argument type) launches
+    through cuLaunchKernel with the bytes packed by specdsl, by launch and by bind."""
+    from userspecs import Blob
+
+    spec = Blob()
+    data = np.random.default_rng(9).integers(0, 256, 16, dtype=np.uint8)
+    out = torch.zeros(4, dtype=torch.int32, device="cuda")
+    executor.launch(spec, out, data, grid=1, block=spec.block)
+    assert not executor.ensure_module(spec).through_core
+    torch.cuda.synchronize()
+    assert out.cpu().numpy().tobytes() == data.tobytes()
+    out.zero_()
+    executor.bind(spec, grid=1, block=spec.block)(out, data.tobytes())
+    torch.cuda.synchronize()
+    assert out.cpu().numpy().tobytes() == data.tobytes()
+    with pytest.raises(LaunchError, match=r"parameter 'blob' .* expects exactly 16 bytes"):
+        executor.launch(spec, out, b"short", grid=1, block=spec.block)
+
+
+def test_kernels_launch_through_cuda_core(executor):
+    """Kernels without aggregate parameters launch through cuda.core's launch."""
+    assert executor.ensure_module(VectorAdd()).through_core

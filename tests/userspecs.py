@@ -49,3 +49,11 @@ class UserEnumSpec:
     limit: int | None = baked(None)
     mode: Flavour = baked(Flavour.PLAIN)
     dims: tuple[int, ...] = baked((1, 2))
+
+
+@kernel_spec(template="blob.ptx.j2", entry="blob", template_dir=TEMPLATES)
+class Blob:
+    """Copies a ``.b8`` aggregate parameter of ``4 * words`` bytes to ``out``."""
+
+    words: int = baked(4)
+    block: int = launch(32)
