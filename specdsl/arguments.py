@@ -184,9 +184,7 @@ class ArgumentPacker:
             LaunchError: as :meth:`values`.
             CUDAError: cuda.core's, for a launch the driver refuses.
         """
-        body, names = self._check_source()
-        values = "".join(", " + self._core_value(param, name)
-                         for param, name in zip(self.signature.params, names))
+        body, values = self._core_source()
         lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
                  f"    core_launch(streams[1], geometry[7], kernel{values})"]
         return self._generate("fire", lines, self._core_names(core_launch, kernel))
@@ -202,9 +200,7 @@ class ArgumentPacker:
         Raises:
             LaunchError: as :meth:`values`.
         """
-        body, names = self._check_source()
-        values = "".join(", " + self._core_value(param, name)
-                         for param, name in zip(self.signature.params, names))
+        body, values = self._core_source()
         lines = ["def bound(*args):", *body,
                  "    try:",
                  f"        core_launch(core_stream, config, kernel{values})",
@@ -213,6 +209,12 @@ class ArgumentPacker:
         return self._generate("bound", lines, dict(
             self._core_names(core_launch, kernel), stream=streams[0], core_stream=streams[1],
             config=config, on_error=on_error))
+
+    def _core_source(self) -> tuple[list[str], str]:
+        """The check lines and ``", v0, v1, ..."``: the checked values as cuda.core takes them."""
+        body, names = self._check_source()
+        return body, "".join(", " + self._core_value(param, name)
+                             for param, name in zip(self.signature.params, names))
 
     @staticmethod
     def _core_names(core_launch: Callable[..., Any], kernel: Any) -> dict[str, Any]:
