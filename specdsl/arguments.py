@@ -62,6 +62,11 @@ def _bits(float_format: str, int_format: str) -> Callable[[float], int]:
 _F16_BITS, _F32_BITS, _F64_BITS = _bits("<e", "<H"), _bits("<f", "<I"), _bits("<d", "<q")
 
 
+def _wrap_u64(value: int) -> int:
+    """A 64-bit unsigned value as the signed int with the same bits (cuda.core's intptr_t)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _what(value: Any) -> str:
     kind = type(value)
     text = repr(value)
@@ -212,23 +217,20 @@ class ArgumentPacker:
 
     def _core_source(self) -> tuple[list[str], str]:
         """The check lines and ``", v0, v1, ..."``: the checked values as cuda.core takes them."""
-        body, names = self._check_source()
+        body, names = self._check_source(core=True)
         return body, "".join(", " + self._core_value(param, name)
                              for param, name in zip(self.signature.params, names))
 
     @staticmethod
     def _core_names(core_launch: Callable[..., Any], kernel: Any) -> dict[str, Any]:
         return dict(core_launch=core_launch, kernel=kernel, f16_bits=_F16_BITS,
-                    f32_bits=_F32_BITS, f64_bits=_F64_BITS)
+                    f32_bits=_F32_BITS, f64_bits=_F64_BITS, wrap=_wrap_u64)
 
     @staticmethod
     def _core_value(param: Param, name: str) -> str:
-        """The expression handing checked value ``name`` to cuda.core (see core_launcher)."""
-        if param.kind == "f":
-            return f"f{param.bits}_bits({name})"
-        if param.bits == 64 and (param.is_ptr or param.kind in "ub"):
-            return f"({name} if {name} < {1 << 63} else {name} - {1 << 64})"
-        return name
+        """The expression handing checked value ``name`` to cuda.core (see core_launcher):
+        a float as the int of its bits; ints as they are (wrapped by the checks)."""
+        return f"f{param.bits}_bits({name})" if param.kind == "f" else name
 
     def launcher(self, launch_kernel: Callable[..., Any],
                  function: int) -> Callable[[tuple[Any, ...], tuple, tuple], int]:
@@ -318,8 +320,14 @@ class ArgumentPacker:
              namespace)
         return namespace[name]
 
-    def _check_source(self) -> tuple[list[str], list[str]]:
-        """Python lines that check ``args`` and bind ``v0 .. vN`` (the packed values)."""
+    def _check_source(self, core: bool = False) -> tuple[list[str], list[str]]:
+        """Python lines that check ``args`` and bind ``v0 .. vN`` (the packed values).
+
+        With ``core``, 64-bit unsigned and pointer values come out as cuda.core's
+        ``intptr_t`` takes them: the inline checks accept values below 2**63 as they are,
+        and a value the converter passes at or above it is wrapped to its two's-complement
+        equivalent (same bits).
+        """
         names = [f"v{i}" for i in range(self.count)]
         if self.count:  # a wrong count fails the unpacking; values() explains it
             lines = ["    try:",
@@ -331,12 +339,15 @@ class ArgumentPacker:
                      "        values(args, stream)"]
         for i, param in enumerate(self.signature.params):
             a, v = f"a{i}", f"v{i}"
+            wide = core and param.bits == 64 and (param.is_ptr or param.kind in "ub")
+            slow = f"wrap(c{i}({a}, stream))" if wide else f"c{i}({a}, stream)"
+            bits = 63 if wide else param.bits  # values the inline check passes unchanged
             fast = None
             if param.count is None and (param.is_ptr or param.kind in "us"):
                 if param.is_ptr or param.kind == "u":
                     # one AND tests range and alignment: a negative int has every high bit
                     misaligned = (param.align or 1) - 1 if param.is_ptr else 0
-                    fast = f"type({a}) is int and not {a} & {-(1 << param.bits) | misaligned}"
+                    fast = f"type({a}) is int and not {a} & {-(1 << bits) | misaligned}"
                 else:
                     low, high = -(1 << (param.bits - 1)), 1 << (param.bits - 1)
                     fast = f"type({a}) is int and {low} <= {a} < {high}"
@@ -347,21 +358,21 @@ class ArgumentPacker:
                 # a cuda.core Buffer of this device's memory is read inline; anything else
                 # (pinned or managed memory, closed, misaligned, another device) takes the
                 # converter, which checks it in full and explains a refusal
-                mask = (param.align or 1) - 1
+                mask = -(1 << bits) | ((param.align or 1) - 1)
                 device = f"{a}.is_device_accessible" if self.device_id is None else \
                     f"{a}.device_id == {self.device_id}"
                 lines += [f"    if {fast}:",
                           f"        {v} = {a}",
                           f"    elif type({a}) is Buffer and {device}:",
                           f"        {v} = int({a}.handle)",
-                          f"        if not {v} or {v} & {mask} or {v} >= {1 << param.bits}:",
-                          f"            {v} = c{i}({a}, stream)",
+                          f"        if not {v} or {v} & {mask}:",
+                          f"            {v} = {slow}",
                           "    else:",
-                          f"        {v} = c{i}({a}, stream)"]
+                          f"        {v} = {slow}"]
             elif fast is not None:
-                lines.append(f"    {v} = {a} if {fast} else c{i}({a}, stream)")
+                lines.append(f"    {v} = {a} if {fast} else {slow}")
             else:
-                lines.append(f"    {v} = c{i}({a}, stream)")
+                lines.append(f"    {v} = {slow}")
         return lines, names
 
     def pack(self, args: tuple[Any, ...], stream: int = 0) -> bytes:
