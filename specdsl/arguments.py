@@ -172,8 +172,9 @@ class ArgumentPacker:
         return all(param.count is None for param in self.signature.params)
 
     def core_launcher(self, core_launch: Callable[..., Any],
-                      kernel: Any) -> Callable[[tuple[Any, ...], tuple, tuple], None]:
-        """A function ``fire(args, streams, geometry)`` launching through cuda.core.
+                      kernel: Any) -> Callable[[tuple[Any, ...], tuple, tuple], Any]:
+        """A function ``fire(args, streams, geometry) -> None | Exception`` launching
+        through cuda.core (the exception cuda.core raised, returned, when the launch fails).
 
         Checks ``args`` as :meth:`values` does, then calls ``core_launch(streams[1],
         geometry[7], kernel, *values)`` (cuda.core's ``launch``; ``streams`` is ``(handle,
@@ -186,12 +187,15 @@ class ArgumentPacker:
         :attr:`through_core`.
 
         Raises:
-            LaunchError: as :meth:`values`.
-            CUDAError: cuda.core's, for a launch the driver refuses.
+            LaunchError: as :meth:`values`; an argument's own error (its array interface)
+                is never mistaken for a failed launch.
         """
         body, values = self._core_source()
         lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
-                 f"    core_launch(streams[1], geometry[7], kernel{values})"]
+                 "    try:",
+                 f"        core_launch(streams[1], geometry[7], kernel{values})",
+                 "    except Exception as exc:  # the launch failed: the caller reports it",
+                 "        return exc"]
         return self._generate("fire", lines, self._core_names(core_launch, kernel))
 
     def bound_core_launcher(self, core_launch: Callable[..., Any], kernel: Any, streams: tuple,

@@ -146,6 +146,7 @@ class Executor:
         self._last_stream: tuple = (None, (None, None))
         self._core_streams: dict[int, Any] = {}
         self._core_launch: Any = None
+        self._driver: Any = None  # cuda.bindings' driver module, with a device
         self._hits = self._misses = self._compiles = self._disk_hits = self._ptx_disk_hits = 0
         self._compile_seconds = 0.0
         self._device: Any = None
@@ -430,13 +431,8 @@ class Executor:
         geometry = module.last_geometry
         if not (geometry[0] is grid and geometry[1] is block and geometry[2] is shared_mem):
             geometry = self._geometry_for(module, grid, block, shared_mem)
-        try:
-            err = module.fire(args, streams, geometry[3])
-        except LaunchError:
-            raise
-        except Exception as exc:  # cuda.core's CUDAError: the driver refused the launch
-            err = exc
-        if err:  # the driver path returns a CUresult, an int; CUDA_SUCCESS is 0
+        err = module.fire(args, streams, geometry[3])
+        if err:  # cuda.core's exception, or the driver path's CUresult (CUDA_SUCCESS is 0)
             self._launch_failed(err, module, geometry[3], streams, args)
 
     def bind(self, spec: Any, *, grid: Any, block: Any, stream: Any = None,
@@ -607,12 +603,7 @@ class Executor:
             from cuda.core import Device
 
             Device(self.device_id).set_current()
-            try:
-                err = module.fire(args, streams, geometry)
-            except LaunchError:
-                raise
-            except Exception as exc:
-                err = exc
+            err = module.fire(args, streams, geometry)
             if not err:
                 return
         how = f"cuda.core launch failed: {err}" if isinstance(err, Exception) else \

@@ -388,3 +388,34 @@ def test_stream_without_a_handle_refused():
 
     with pytest.raises(LaunchError, match=r"gave no handle: stream is closed"):
         stream_handle(Closed())
+
+
+def test_cuda_core_launch_failure_is_a_launch_error():
+    """A launch cuda.core refuses becomes a LaunchError naming the entry and geometry;
+    an argument's own error stays the LaunchError the checks raise."""
+    from specdsl.arguments import ArgumentPacker, DeviceLimits
+
+    def refuse(*args):
+        raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested")
+
+    ex = Executor(None, target="sm_90", cache_dir="off")
+    ex._device, ex._default_streams, ex._core_launch = object(), (7, "stream"), refuse
+    ex._launch_config = lambda **kw: ("config", kw)
+    ex.limits = DeviceLimits()
+
+    def load(module):
+        module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
+        module.packer = ArgumentPacker(module.signature, device_id=0)
+        module.through_core = True
+        module.fire = module.packer.core_launcher(refuse, "kernel")
+
+    ex._load = load
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    with pytest.raises(LaunchError, match=r"vector_add: cuda.core launch failed: "
+                                          r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*\(grid \(4, 1, 1\), "
+                                          r"block \(256, 1, 1\), shared_mem 0\)"):
+        ex.launch(spec, *args, grid=4, block=256)
+    with pytest.raises(LaunchError, match=r"parameter 'a' .* expects an address aligned to 16"):
+        ex.launch(spec, 0x7F0000000001, *args[1:], grid=4, block=256)
+    with pytest.raises(LaunchError, match=r"cuda.core launch failed"):
+        ex.bind(spec, grid=4, block=256)(*args)
