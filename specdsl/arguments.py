@@ -167,8 +167,9 @@ class ArgumentPacker:
 
     @property
     def through_core(self) -> bool:
-        """Whether cuda.core's ``launch`` can take these parameters: every one but a
-        ``.b8 name[N]`` aggregate, which cuda.core has no argument type for."""
+        """Whether cuda.core's ``launch`` can take these parameters: every one but an
+        array parameter (``.b8 name[N]``, or any ``.type name[N]``), which cuda.core has no
+        argument type for."""
         return all(param.count is None for param in self.signature.params)
 
     def core_launcher(self, core_launch: Callable[..., Any],
@@ -484,7 +485,11 @@ class ArgumentPacker:
                     reader = _reader_for(type(value))
                 if reader is None or is_bool_like(value):
                     raise fail(param, expected, value)
-                address, device, problem = reader(value, stream)
+                try:
+                    address, device, problem = reader(value, stream)
+                except Exception as exc:  # the array's own accessors failed
+                    raise fail(param, f"{expected} (reading its address failed: {exc})",
+                               value) from None
                 if problem:
                     raise fail(param, f"{expected} ({problem})", value)
                 if device_id is not None and device is not None and device != device_id:
@@ -599,6 +604,8 @@ def stream_handle(stream: Any) -> int:
                 f"stream must be a cuda.core Stream, an object with __cuda_stream__ or a "
                 f"torch.cuda.Stream (got {_what(stream)})")
         _STREAMS[kind] = reader
+    if getattr(stream, "is_closed", False) is True:  # a closed cuda.core Stream reads handle 0
+        raise LaunchError(f"stream {_what(stream)} is closed")
     try:
         return reader(stream)
     except Exception as exc:  # a closed stream, a producer that refuses

@@ -3,8 +3,9 @@
 One :class:`Executor` per device. :meth:`Executor.ensure_module` renders, compiles
 (nvJitLink) and loads a request's module once per module key, even when many threads
 ask at once; :meth:`Executor.launch` checks each argument against the kernel's
-``.entry`` signature and the geometry against the device's limits, packs the
-parameters, and calls the driver's ``cuLaunchKernel``.
+``.entry`` signature and the geometry against the device's limits, then launches
+through cuda.core's ``launch`` (kernels with array parameters, which cuda.core has no
+argument type for, through the driver's ``cuLaunchKernel`` with a buffer specdsl packs).
 
 CUDA is imported lazily: importing this module needs no GPU, driver or cuda-python.
 """
@@ -409,8 +410,9 @@ class Executor:
             block: threads per CTA, an int or a tuple of 1-3 ints.
             stream: a cuda.core ``Stream``, an object with ``__cuda_stream__`` or a
                 ``torch.cuda.Stream``; by default the device's default stream. A stream of
-                another device is refused (its device is read from the object, else asked
-                of the driver with ``cuStreamGetDevice``, once per stream object).
+                another device, or a closed one, is refused (its device is read from the
+                object, else asked of the driver with ``cuStreamGetDevice``; the last stream
+                object checked is remembered).
             shared_mem: dynamic shared memory per CTA, in bytes.
             key: a hand-written module key (see :meth:`ensure_module`).
 
@@ -546,7 +548,12 @@ class Executor:
         return checked
 
     def _config(self, module: Module, flat: tuple) -> Any:
-        """The cuda.core ``LaunchConfig`` of a checked geometry (``None`` on the driver path)."""
+        """The cuda.core ``LaunchConfig`` of a checked geometry (``None`` on the driver path).
+
+        Shared by every thread launching that geometry: safe while it carries no launch
+        attributes (cuda.core rebuilds a config's attribute list at each launch, outside the
+        GIL); a config given a cluster or cooperative attribute would need one per thread.
+        """
         if not module.through_core:
             return None
         config = module.configs.get(flat)
@@ -609,13 +616,14 @@ class Executor:
         how = f"cuda.core launch failed: {err}" if isinstance(err, Exception) else \
             f"cuLaunchKernel failed with {err.name}"
         raise LaunchError(f"{module.signature.entry}: {how} (grid {(gx, gy, gz)}, "
-                          f"block {(bx, by, bz)}, shared_mem {smem})")
+                          f"block {(bx, by, bz)}, shared_mem {smem})") \
+            from (err if isinstance(err, Exception) else None)
 
 
 def _invalid_context(err: Any, driver: Any) -> bool:
     """Whether a failed launch (a CUresult, or cuda.core's exception) lacked a current context."""
     if isinstance(err, Exception):
-        return "CUDA_ERROR_INVALID_CONTEXT" in str(err)
+        return str(err).startswith("CUDA_ERROR_INVALID_CONTEXT")
     return err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT
 
 

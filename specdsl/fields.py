@@ -252,8 +252,10 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
 
 def is_bool_like(v: Any) -> bool:
-    """True for Python bools and NumPy ``bool_`` (without importing NumPy)."""
-    return isinstance(v, bool) or type(v).__name__ == "bool_"
+    """True for Python bools and NumPy's bool scalars (without importing NumPy; NumPy 2
+    names the type ``bool``, NumPy 1 ``bool_``)."""
+    kind = type(v)
+    return isinstance(v, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
 
 
 def _try_canonical(v: Any) -> tuple | None:

@@ -327,36 +327,118 @@ def test_stream_device_read_from_common_stream_types():
 
 CORE_PARAMS = (".param .u64 .ptr .global .align 16 p, .param .u8 a, .param .s16 b, "
                ".param .u32 c, .param .s32 d, .param .u64 e, .param .s64 f, .param .b32 g, "
-               ".param .f16 h, .param .f32 i, .param .f64 j, .param .b64 k")
+               ".param .f16 h, .param .f32 i, .param .f64 j, .param .b64 k, .param .s8 l, "
+               ".param .b8 m, .param .u16 n, .param .b16 o")
 CORE_ARGS = [
     (0x7F0000000010, 255, -2, 2**32 - 1, -(2**31), 2**64 - 1, -(2**63), 0xDEADBEEF, 1.5, -0.1,
-     3.141592653589793, 2**63),
-    (0x10, True, 32767, 7, 5, 2**63 - 1, 2**63 - 1, -1, -65504.0, float("inf"), -0.0, 0),
-    (0x20, 0, 0, 0, 0, 0, 0, 0, 0.0, 3.4028234663852886e38, float("nan"), 1),
-    (2**63 + 16, 1, -1, 1, -1, 2**63, 1, 2**31, 6.1e-05, 1e-45, 1e308, 2**64 - 1),
+     3.141592653589793, 2**63, -128, 255, 65535, -1),
+    (0x10, True, 32767, 7, 5, 2**63 - 1, 2**63 - 1, -1, -65504.0, float("inf"), -0.0, 0, 127,
+     -128, 0, 0xFFFF),
+    (0x20, 0, 0, 0, 0, 0, 0, 0, 0.0, 3.4028234663852886e38, float("nan"), 1, 0, 0, 1, -32768),
+    (2**63 + 16, 1, -1, 1, -1, 2**63, 1, 2**31, 6.1e-05, 1e-45, 1e308, 2**64 - 1, -1, 1, 2, 3),
 ]
 
 
-@pytest.mark.parametrize("args", CORE_ARGS)
-def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args):
-    """What cuda.core packs for the values core_launcher hands it holds, in each parameter's
-    first bytes, exactly what the driver path packs (pack()): ints narrower than 64 bits
-    as their low bytes, 64-bit values at or above 2**63 wrapped, floats as their bits."""
-    holder = pytest.importorskip("cuda.core._kernel_arg_handler").ParamHolder
+def _numpy_args(args):
+    """The same values as NumPy scalars of each parameter's type (pointers stay ints)."""
+    import numpy as np
+
+    types = [None, np.uint8, np.int16, np.uint32, np.int32, np.uint64, np.int64, None,
+             np.float16, np.float32, np.float64, None, np.int8, None, np.uint16, None]
+    return tuple(v if t is None else t(v) for v, t in zip(args, types))
+
+
+def _bytes_cuda_core_packs(values, packer):
+    """The bytes each parameter's driver copy would read from what cuda.core packs."""
     import ctypes
 
-    packer = _packer(CORE_PARAMS)
-    seen = []
-    fire = packer.core_launcher(lambda stream, config, kernel, *values: seen.append(values),
-                                kernel="k")
-    fire(args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
-    (values,) = seen
-    packed = holder(list(values))
+    from cuda.core._kernel_arg_handler import ParamHolder  # fails loudly if it moves
+
+    packed = ParamHolder(list(values))
     pointers = (ctypes.c_void_p * len(values)).from_address(packed.ptr)
+    return [ctypes.string_at(pointers[i], param.size)
+            for i, param in enumerate(packer.signature.params)]
+
+
+@pytest.mark.parametrize("numpy_values", [False, True])
+@pytest.mark.parametrize("args", CORE_ARGS)
+def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_values):
+    """What cuda.core packs for the values core_launcher (launch) and bound_core_launcher
+    (bind) hand it holds, in each parameter's first bytes, exactly what the driver path
+    packs (pack()): ints narrower than 64 bits as their low bytes, 64-bit values at or
+    above 2**63 wrapped, floats as their bits; from Python and from NumPy values."""
+    packer = _packer(CORE_PARAMS)
+    if numpy_values:
+        args = _numpy_args(args)
+    seen = []
+    record = lambda stream, config, kernel, *values: seen.append(values)  # noqa: E731
+    packer.core_launcher(record, kernel="k")(args, (0, "stream"),
+                                             (1, 1, 1, 32, 1, 1, 0, "config"))
+    packer.bound_core_launcher(record, "k", (0, "stream"), "config", None)(*args)
     expected = packer.pack(args)
-    for i, (param, offset) in enumerate(zip(packer.signature.params, packer.offsets)):
-        got = ctypes.string_at(pointers[i], param.size)
-        assert got == expected[offset:offset + param.size], (param.name, got, expected)
+    for values in seen:
+        got = _bytes_cuda_core_packs(values, packer)
+        for param, offset, field in zip(packer.signature.params, packer.offsets, got):
+            assert field == expected[offset:offset + param.size], (param.name, field)
+
+
+class _StandInBuffer:
+    """Stands in for cuda.core's Buffer (the generated checks test its exact type)."""
+
+    def __init__(self, handle, device_id=0):
+        self.handle, self.device_id, self.is_device_accessible = handle, device_id, True
+
+
+def test_core_launcher_reads_buffers_inline(monkeypatch):
+    """A Buffer of this device is read inline; a misaligned or foreign one is refused."""
+    import cuda.core
+
+    monkeypatch.setattr(cuda.core, "Buffer", _StandInBuffer)
+    monkeypatch.setitem(__import__("specdsl.arguments", fromlist=["_READERS"])._READERS,
+                        _StandInBuffer, lambda value, stream: (value.handle, value.device_id, ""))
+    packer = _packer(".param .u64 .ptr .global .align 16 p")
+    seen = []
+    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire((_StandInBuffer(0x7F0000000100),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+    fire((_StandInBuffer(2**63 + 256),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+    assert seen == [(0x7F0000000100,), (2**63 + 256 - 2**64,)]
+    with pytest.raises(LaunchError, match=r"aligned to 16"):
+        fire((_StandInBuffer(0x7F0000000101),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+    with pytest.raises(LaunchError, match=r"memory on device 0, not device 1"):
+        fire((_StandInBuffer(0x7F0000000100, 1),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+
+
+def test_numpy_bool_is_taken_by_an_8_bit_parameter():
+    """NumPy 2's bool scalar (type name 'bool') is bool-like, as NumPy 1's 'bool_' was."""
+    import numpy as np
+
+    assert _packer(".param .u8 flag").pack((np.True_,)) == b"\x01"
+    with pytest.raises(LaunchError, match=r"a bool is only taken by 8-bit parameters"):
+        _packer(".param .u32 n").pack((np.False_,))
+
+
+def test_an_arrays_own_error_is_a_launch_error():
+    """An array whose accessors fail is refused naming the parameter, not crashed on."""
+    class Broken:
+        __cuda_array_interface__ = property(lambda self: 1 / 0)
+
+        def __dlpack__(self, stream=None):
+            raise RuntimeError("no export")
+
+    with pytest.raises(LaunchError, match=r"parameter 'p' .* \(its array interface failed"):
+        _packer(".param .u64 .ptr .global .align 16 p").pack((Broken(),))
+
+
+def test_closed_stream_refused():
+    """A closed stream (cuda.core reports handle 0 for one) is refused, not run on stream 0."""
+    class Closed:
+        is_closed = True
+
+        def __cuda_stream__(self):
+            return (0, 0)
+
+    with pytest.raises(LaunchError, match=r"is closed"):
+        stream_handle(Closed())
 
 
 def test_core_launcher_checks_before_launching():
@@ -366,3 +448,24 @@ def test_core_launcher_checks_before_launching():
     with pytest.raises(LaunchError, match=r"k: parameter 'n' \(\.u32 n\) expects an int in"):
         fire((-1,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     assert calls == [] and not _packer(".param .b8 blob[16]").through_core
+
+
+def test_a_reader_that_raises_is_a_launch_error():
+    """A tensor whose data_ptr() raises (e.g. a tensor without storage) is refused naming
+    the parameter, before anything is launched."""
+    class TensorLike:
+        is_cuda = True
+
+        def is_contiguous(self):
+            return True
+
+        def get_device(self):
+            return 0
+
+        def data_ptr(self):
+            raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+
+    TensorLike.__module__ = "torch"
+    with pytest.raises(LaunchError, match=r"parameter 'p' .* \(reading its address failed: "
+                                          r"Cannot access data pointer"):
+        _packer(".param .u64 .ptr .global .align 16 p").pack((TensorLike(),))
