@@ -52,6 +52,20 @@ class RenderError(SpecdslError, ValueError):
     """
 
 
+class UnsupportedTargetError(RenderError):
+    """A request the target cannot run: its template's ``require_target(...)`` failed
+    (e.g. a bf16 add on sm_80). ``specdsl verify`` and ``render --out`` report such a
+    request as skipped for that target, not as a failure.
+
+    Attributes:
+        reason: the template's message alone (the error's text also names the request).
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+
+
 class CompileError(SpecdslError, RuntimeError):
     """nvJitLink rejected rendered PTX.
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import jinja2
 
-from .errors import RenderError
+from .errors import RenderError, UnsupportedTargetError
 from .spec import spec_info
 from .target import Target
 
@@ -52,11 +52,16 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
         TargetError: a malformed target string.
         RenderError: a value the PTX type cannot hold, a template's ``require(...)``
             failure, or any template error; the message names the request and template.
+        UnsupportedTargetError: a template's ``require_target(...)`` failure: a request
+            this target cannot run (a :class:`RenderError` too).
     """
     info = spec_info(spec)
     context = render_context(spec, target)
     try:
         text = info.env.get_template(info.template).render(context)
+    except UnsupportedTargetError as exc:
+        raise UnsupportedTargetError(f"{spec!r} for {context['target']}: {exc}",
+                                     exc.reason) from None
     except RenderError as exc:
         raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
     except jinja2.TemplateError as exc:

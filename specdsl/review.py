@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import attrs
 
 from .compile import compile_ptx
-from .errors import CompileError, RenderError, SpecError
+from .errors import CompileError, RenderError, SpecError, UnsupportedTargetError
 from .grid import pinned_grid, representative_request, spec_grid
 from .keys import derived_key
 from .render import render
@@ -206,7 +206,12 @@ def write_renders(args: argparse.Namespace) -> int:
     for request in requests:
         key = derived_key(request, target)
         path = out / render_file_name(request, key)
-        text = render_file_text(request, target, render(request, target), key)
+        try:
+            ptx = render(request, target)
+        except UnsupportedTargetError as exc:  # a request this target cannot run
+            print(f"skipped {request_label(request)}: {exc.reason}", file=sys.stderr)
+            continue
+        text = render_file_text(request, target, ptx, key)
         with open(path, "w", newline="\n") as stream:
             stream.write(text)
         print(os.fspath(path))
@@ -317,6 +322,8 @@ class Verified:
         seconds: nvJitLink wall-clock time, in seconds (0.0 on error).
         violations: why the request fails the run's limits (empty: it passes).
         error: the render or compile error message, or ``None``.
+        skipped: why the target cannot run the request (its template's
+            ``require_target``), or ``None``; a skipped request neither passes nor fails.
     """
 
     request: Any
@@ -326,6 +333,7 @@ class Verified:
     seconds: float
     violations: tuple[str, ...]
     error: str | None = None
+    skipped: str | None = None
 
 
 def verify_request(request: Any, target: Target | str, *, no_spills: bool = False,
@@ -342,6 +350,8 @@ def verify_request(request: Any, target: Target | str, *, no_spills: bool = Fals
     key = derived_key(request, target)
     try:
         compiled = compile_ptx(render(request, target), target, spec=request)
+    except UnsupportedTargetError as exc:
+        return Verified(request, target, key, (), 0.0, (), skipped=exc.reason)
     except (RenderError, CompileError) as exc:
         message = str(exc)
         return Verified(request, target, key, (), 0.0,
@@ -373,6 +383,8 @@ def _table(results: list[Verified]) -> list[str]:
         label = request_label(result.request)
         if result.error is not None:
             rows.append((label, "-", ("error",) + ("",) * (len(_COLUMNS) - 1)))
+        if result.skipped is not None:
+            rows.append((label, "-", ("skipped",) + ("",) * (len(_COLUMNS) - 1)))
         for item in result.resources:
             rows.append((label, item.entry, (
                 str(item.registers), str(item.spill_stores), str(item.spill_loads),
@@ -402,6 +414,7 @@ def _as_json(result: Verified) -> dict[str, Any]:
         "compile_seconds": result.seconds,
         "violations": list(result.violations),
         "error": result.error,
+        "skipped": result.skipped,
     }
 
 
@@ -413,7 +426,9 @@ def command_verify(args: argparse.Namespace) -> int:
     per thread), static shared memory (bytes per CTA), constant memory (bytes) and
     compile time. Without SPEC, every built-in spec's default request (or grid).
     ``--no-spills`` and ``--max-registers N`` turn resource usage into failures,
-    each printed as ``FAIL <request>: <why>``. With ``--json``, a JSON array with
+    each printed as ``FAIL <request>: <why>``. A request the target cannot run (its
+    template's ``require_target``, e.g. bf16 arithmetic on sm_80) is reported as
+    ``SKIP <request>: <why>`` and neither passes nor fails. With ``--json``, a JSON array with
     one object per request instead. On a terminal, ``[i/n]`` progress goes to stderr.
 
     Returns:
@@ -450,5 +465,11 @@ def command_verify(args: argparse.Namespace) -> int:
         if result.error is not None:  # the whole nvJitLink log and PTX excerpt, indented
             for line in result.error.splitlines()[1:]:
                 print(f"    {line}")
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    skipped = [r for r in results if r.skipped is not None]
+    for result in skipped:
+        print(f"SKIP {request_label(result.request)}: {result.skipped}")
+    summary = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
+    if skipped:
+        summary += f", {len(skipped)} skipped (not for {target.sm})"
+    print(summary)
     return 1 if failed else 0

@@ -21,7 +21,7 @@ __all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "l
 T = TypeVar("T", bound=type)
 
 #: Field names a spec may not use: they are template context names or spec API.
-RESERVED = frozenset(CONTEXT_NAMES | {"key", "require"})
+RESERVED = frozenset(CONTEXT_NAMES | {"key", "require", "require_target"})
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ import jinja2
 from jinja2 import meta
 
 from . import immediates
-from .errors import RenderError
+from .errors import RenderError, UnsupportedTargetError
 
 __all__ = ["builtin_template_dir", "environment", "TemplateFacts", "template_facts",
            "CONTEXT_NAMES"]
@@ -46,6 +46,15 @@ def _require(condition: Any, message: str) -> str:
     """Template global: ``{{ require(hidden % 8 == 0, "hidden must be a multiple of 8") }}``."""
     if not condition:
         raise RenderError(message)
+    return ""
+
+
+def _require_target(condition: Any, message: str) -> str:
+    """Template global for what the target must support:
+    ``{{ require_target(target.arch >= 90, "add.rn.bf16x2 needs sm_90 or newer") }}``
+    raises :class:`UnsupportedTargetError` (a request this target cannot run)."""
+    if not condition:
+        raise UnsupportedTargetError(message)
     return ""
 
 
@@ -158,7 +167,8 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
 
     Filters: ``f32``, ``f64`` (exact ``0f``/``0d`` immediates), ``f16``, ``bf16``
     (``0xXXXX`` bit patterns), ``u32``, ``s32``, ``u64``, ``s64`` (range-checked
-    decimals). Global: ``require(condition, message)`` raises :class:`RenderError`.
+    decimals). Globals: ``require(condition, message)`` raises :class:`RenderError`;
+    ``require_target(condition, message)`` raises :class:`UnsupportedTargetError`.
     """
     env = jinja2.Environment(
         loader=_PinnedLoader([*search_path, str(builtin_template_dir())]),
@@ -177,6 +187,7 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
         **{name: _int_filter(name) for name in ("u32", "s32", "u64", "s64")},
     )
     env.globals["require"] = _require
+    env.globals["require_target"] = _require_target
     return env
 
 

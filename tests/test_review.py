@@ -435,3 +435,39 @@ def test_verify_prints_the_compile_log(capsys, tmp_path, monkeypatch):
     assert code == 1 and "FAIL brokenkernels:Broken: CompileError: nvJitLink could not" in out
     assert "Unknown modifier '.bf16x9'" in out
     assert ">   " in out and "add.rn.bf16x9 %r1, %r1, %r1;" in out and "\x00" not in out
+
+
+def test_verify_skips_requests_the_target_cannot_run(capsys):
+    """On sm_80 the grid's bf16 VectorAdd and split Softmax are SKIPs: exit 0, counted apart."""
+    code, out, _ = run(capsys, "verify", "vectoradd", "softmax", "--grid", "--target", "sm_80")
+    assert code == 0
+    assert "SKIP vectoradd dtype=bf16: bf16 VectorAdd uses add.rn.bf16x2, which needs sm_90 " \
+           "or newer" in out
+    assert "SKIP softmax cols=4096 scale=1.0 dtype=bf16 split=8 block=32: split = 8 (a thread " \
+           "block cluster a row) needs sm_90 or newer" in out
+    assert out.rstrip().endswith("11 passed, 0 failed, 10 skipped (not for sm_80)")
+    code, out, _ = run(capsys, "verify", "vectoradd", "dtype=bf16", "--target", "sm_80",
+                       "--json")
+    (record,) = json.loads(out)
+    assert code == 0 and record["skipped"].endswith("needs sm_90 or newer")
+    assert record["violations"] == [] and record["error"] is None
+
+
+def test_render_out_skips_requests_the_target_cannot_run(capsys, tmp_path):
+    """render --grid --out writes what the target can run and names what it skipped."""
+    code, out, err = run(capsys, "render", "vectoradd", "--grid", "--target", "sm_80",
+                         "--out", str(tmp_path))
+    assert code == 0 and len(out.split()) == 2 and len(list(tmp_path.iterdir())) == 2
+    assert "skipped vectoradd dtype=bf16: bf16 VectorAdd uses add.rn.bf16x2" in err
+
+
+def test_rendering_one_unsupported_request_is_an_error():
+    """Asked for directly, a request the target cannot run raises UnsupportedTargetError,
+    a RenderError naming the request, with the template's reason apart."""
+    from specdsl.errors import RenderError, UnsupportedTargetError
+
+    with pytest.raises(UnsupportedTargetError) as caught:
+        render(VectorAdd(dtype="bf16"), "sm_80")
+    assert isinstance(caught.value, RenderError)
+    assert str(caught.value).startswith("VectorAdd(dtype=DType.BF16, block=256) for sm_80: ")
+    assert caught.value.reason == "bf16 VectorAdd uses add.rn.bf16x2, which needs sm_90 or newer"
