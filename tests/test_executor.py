@@ -250,29 +250,38 @@ def test_bind_needs_a_device(executor):
         executor.bind(VectorAdd(), grid=1, block=256)
 
 
+def _stub_executor(arm, **attributes):
+    """An executor with module loading stubbed: ``arm(module)`` generates ``module.fire``;
+    ``attributes`` stand in for what opening a device sets (streams, launch functions)."""
+    from specdsl.arguments import ArgumentPacker, DeviceLimits
+
+    ex = Executor(None, target="sm_90", cache_dir="off")
+    ex._device, ex.limits = object(), DeviceLimits()
+    for name, value in attributes.items():
+        setattr(ex, name, value)
+
+    def load(module):
+        module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
+        module.packer = ArgumentPacker(module.signature, device_id=0)
+        arm(module)
+
+    ex._load = load
+    return ex
+
+
 @pytest.fixture
 def fake_driver_executor():
     """An executor whose driver launch is recorded instead of made (module loading stubbed)."""
-    from specdsl.arguments import ArgumentPacker, DeviceLimits
-
     calls = []
 
     def launch_kernel(*args):
         calls.append(args)
         return (0,)
 
-    ex = Executor(None, target="sm_90", cache_dir="off")
-    ex._device, ex._default_streams, ex._launch_kernel = object(), (7, None), launch_kernel
-    ex.limits = DeviceLimits(max_threads_per_block=1024, max_block=(1024, 1024, 64),
-                             max_grid=(2**31 - 1, 65535, 65535), shared_per_block=49152,
-                             shared_per_block_optin=232448)
-
-    def load(module):
-        module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
-        module.packer = ArgumentPacker(module.signature, device_id=0)
+    def arm(module):
         module.fire = module.packer.launcher(launch_kernel, 1234)
 
-    ex._load = load
+    ex = _stub_executor(arm, _default_streams=(7, None), _launch_kernel=launch_kernel)
     return ex, calls
 
 
@@ -393,23 +402,15 @@ def test_stream_without_a_handle_refused():
 def test_cuda_core_launch_failure_is_a_launch_error():
     """A launch cuda.core refuses becomes a LaunchError naming the entry and geometry;
     an argument's own error stays the LaunchError the checks raise."""
-    from specdsl.arguments import ArgumentPacker, DeviceLimits
-
     def refuse(*args):
         raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested")
 
-    ex = Executor(None, target="sm_90", cache_dir="off")
-    ex._device, ex._default_streams, ex._core_launch = object(), (7, "stream"), refuse
-    ex._launch_config = lambda **kw: ("config", kw)
-    ex.limits = DeviceLimits()
-
-    def load(module):
-        module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
-        module.packer = ArgumentPacker(module.signature, device_id=0)
+    def arm(module):
         module.through_core = True
         module.fire = module.packer.core_launcher(refuse, "kernel")
 
-    ex._load = load
+    ex = _stub_executor(arm, _default_streams=(7, "stream"), _core_launch=refuse,
+                        _launch_config=lambda **kw: ("config", kw))
     spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
     with pytest.raises(LaunchError, match=r"vector_add: cuda.core launch failed: "
                                           r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*\(grid \(4, 1, 1\), "
