@@ -222,19 +222,15 @@ def main() -> int:
     }
     methods.update(diagnostics)
 
-    def host_batch(fn, count):
-        device.sync()  # the queue starts empty: the batch never waits for the GPU
+    def timed(fn, count, drain):
+        """Seconds for ``count`` calls from an empty queue; with ``drain``, until the GPU
+        has run them all too (the sustained rate), else host submission alone."""
+        device.sync()  # the queue starts empty: a short batch never waits for the GPU
         start = time.perf_counter()
         for _ in range(count):
             fn()
-        return time.perf_counter() - start
-
-    def sustained(fn, count):
-        device.sync()
-        start = time.perf_counter()
-        for _ in range(count):
-            fn()
-        device.sync()
+        if drain:
+            device.sync()
         return time.perf_counter() - start
 
     def measure(fn, checking, sample):
@@ -242,14 +238,14 @@ def main() -> int:
             return sample(fn)
 
     def host_sample(fn):
-        return statistics.median(host_batch(fn, args.batch) / args.batch
+        return statistics.median(timed(fn, args.batch, False) / args.batch
                                  for _ in range(args.batches)) * 1e6
 
     def sustained_sample(fn):
-        return sustained(fn, args.sustained) / args.sustained * 1e6
+        return timed(fn, args.sustained, True) / args.sustained * 1e6
 
     for fn, checking in methods.values():  # warm-up: JIT, module loads, caches
-        measure(fn, checking, lambda f: sustained(f, 2000))
+        measure(fn, checking, lambda f: timed(f, 2000, True))
     submit: dict[str, list[float]] = {name: [] for name in methods}
     rate: dict[str, list[float]] = {name: [] for name in methods}
     for _ in range(args.repeats):
