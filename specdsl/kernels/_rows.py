@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..dtype import DType
 from ..errors import SpecError
 
-__all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors"]
+__all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors", "threads_for"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
@@ -27,8 +27,12 @@ def row_block(elements: int, dtype: DType, vectors_per_thread: int,
     if vectors <= 32:
         return 32
     per_thread = min(vectors_per_thread, max(2, -(-vectors // preferred_threads)))
-    threads = -(-vectors // per_thread)
-    return min(1024, max(32, -(-threads // 32) * 32))
+    return min(1024, max(32, threads_for(vectors, per_thread)))
+
+
+def threads_for(vectors: int, per_thread: int) -> int:
+    """The fewest threads, in whole warps of 32, holding ``vectors`` at ``per_thread`` each."""
+    return -(-(-(-vectors // per_thread)) // 32) * 32
 
 
 def row_launch_dims(kernel: str, rows: int, block: int

@@ -13,7 +13,7 @@ from ..errors import SpecError
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, relative_error, to_bits
-from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims
+from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims, threads_for
 from ._checks import one_of
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT"]
@@ -79,19 +79,14 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
     vectors = instance.cols // instance.split // instance.dtype.vector_lanes
     if instance.split > 1:
         if _chunks(instance.cols // instance.split, instance.dtype, block) > 1:
-            least = _whole_warps(vectors, VECTORS_PER_THREAD)
+            least = threads_for(vectors, VECTORS_PER_THREAD)
             raise ValueError(f"expected at least {least} threads with split={instance.split}: "
                              f"each CTA holds its slice of {vectors} vectors in registers, "
                              f"{VECTORS_PER_THREAD} a thread")
     elif _chunks(instance.cols, instance.dtype, block) > 8:
-        least = _whole_warps(vectors, 8 * VECTORS_PER_THREAD)
+        least = threads_for(vectors, 8 * VECTORS_PER_THREAD)
         raise ValueError(f"expected at least {least} threads: a row of {vectors} vectors is "
                          f"held in at most 8 chunks of {VECTORS_PER_THREAD} vectors a thread")
-
-
-def _whole_warps(vectors: int, per_thread: int) -> int:
-    """The fewest threads, in whole warps, holding ``vectors`` at ``per_thread`` each."""
-    return -(-(-(-vectors // per_thread)) // 32) * 32
 
 
 def _per_thread(cols: int, dtype: DType, block: int) -> int:
