@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["block_size", "one_of", "multiple_of", "in_range"]
+from ..dtype import DType
+
+__all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range"]
+
+#: The element types every built-in kernel takes (arithmetic in f32 either way).
+FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)
 
 
 def block_size(instance: Any, attribute: Any, value: int) -> None:

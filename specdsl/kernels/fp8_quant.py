@@ -9,7 +9,7 @@ from ..errors import SpecError
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
-from ._checks import block_size, one_of
+from ._checks import FLOAT_DTYPES, block_size, one_of
 
 __all__ = ["Fp8Quant", "reference", "example", "E4M3_MAX", "MIN_SCALE"]
 
@@ -76,7 +76,7 @@ class Fp8Quant:
         static_scale (baked): the scale for ``static_baked``, else None.
     """
 
-    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+    dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="input element type: f32, f16 or bf16")
     block: int = baked(256, validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
     hidden: int = baked(4096, validator=_hidden_check, doc="elements per row")

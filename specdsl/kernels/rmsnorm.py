@@ -12,7 +12,7 @@ from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
 from ._rows import check_whole_vectors, row_block, row_launch_dims
-from ._checks import one_of
+from ._checks import FLOAT_DTYPES, one_of
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
 
@@ -93,7 +93,7 @@ class RMSNorm:
 
     hidden: int = baked(validator=_check_hidden, doc="row length in elements")
     eps: float = baked(1e-6, validator=_check_eps, doc="added to mean(x^2); > 0")
-    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+    dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="element type: f32, f16 or bf16")
     fused_residual: bool = baked(False, doc="residual = x + residual first; y = rmsnorm(residual)")
     block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),

@@ -9,7 +9,7 @@ from ..errors import SpecError
 from ..fields import baked, launch
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
-from ._checks import block_size, in_range, one_of
+from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 
 __all__ = ["RoPE", "reference", "example"]
 
@@ -74,7 +74,7 @@ class RoPE:
         block (launch): threads per CTA, a multiple of 32 up to 1024.
     """
 
-    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+    dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="element type of q and k: f32, f16 or bf16")
     q_heads: int = baked(32, validator=in_range(1, 1024), doc="heads of q")
     kv_heads: int = baked(8, validator=in_range(1, 1024), doc="heads of k")

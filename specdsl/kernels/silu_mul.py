@@ -9,7 +9,7 @@ from ..errors import SpecError
 from ..fields import baked, launch
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
-from ._checks import block_size, in_range, one_of
+from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 
 __all__ = ["SiluMul", "reference", "example"]
 
@@ -55,7 +55,7 @@ class SiluMul:
         block (launch): threads per CTA, a multiple of 32 up to 1024.
     """
 
-    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+    dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="element type: f32, f16 or bf16")
     d: int = baked(4096, validator=_d_check, doc="output width (elements per half row)")
     unroll: int = baked(2, validator=in_range(1, 4), doc="16-byte vectors per thread")

@@ -14,7 +14,7 @@ from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, relative_error, to_bits
 from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims, threads_for
-from ._checks import one_of
+from ._checks import FLOAT_DTYPES, one_of
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT"]
 
@@ -147,7 +147,7 @@ class Softmax:
 
     cols: int = baked(validator=_check_cols, doc="row length in elements")
     scale: float = baked(1.0, validator=_check_scale, doc="x is multiplied by scale first")
-    dtype: DType = baked(DType.BF16, validator=one_of(DType.F32, DType.F16, DType.BF16),
+    dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="element type: f32, f16 or bf16")
     split: int = baked(1, validator=_check_split,
                        doc="CTAs per row: 1, or a cluster of up to 8 sharing the row (sm_90)")
@@ -213,7 +213,7 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
         dtype = DType.parse(dtype)
     except ValueError as exc:
         raise SpecError(f"suggested_split: {exc}") from None
-    if dtype not in (DType.F32, DType.F16, DType.BF16):
+    if dtype not in FLOAT_DTYPES:
         raise SpecError(f"suggested_split: dtype = {dtype} is invalid: Softmax takes f32, "
                         f"f16 or bf16")
     for name, value in (("cols", cols), ("rows", rows), ("sm_count", sm_count)):

@@ -6,7 +6,7 @@ from ..dtype import DType
 from ..fields import baked, launch
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, to_bits
-from ._checks import block_size, one_of
+from ._checks import FLOAT_DTYPES, block_size, one_of
 
 __all__ = ["VectorAdd", "reference", "example"]
 
@@ -28,7 +28,7 @@ class VectorAdd:
         block (launch): threads per CTA, a multiple of 32 up to 1024.
     """
 
-    dtype: DType = baked(DType.F32, validator=one_of(DType.F32, DType.F16, DType.BF16),
+    dtype: DType = baked(DType.F32, validator=one_of(*FLOAT_DTYPES),
                          doc="element type: f32, f16 or bf16")
     block: int = launch(256, validator=block_size, doc="threads per CTA")
 
