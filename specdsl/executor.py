@@ -204,10 +204,11 @@ class Executor:
             raise LaunchError(f"no CUDA device {ordinal}: {exc}") from None
         self._default_handle = int(self._default_stream.handle)
         self._default_streams = (self._default_handle, self._default_stream)
-        from cuda.core import LaunchConfig
+        from cuda.core import LaunchConfig, Stream
         from cuda.core import launch as core_launch
 
         self._core_launch, self._launch_config = core_launch, LaunchConfig
+        self._stream_type = Stream
         from cuda.bindings import driver
 
         self._driver = driver
@@ -511,15 +512,13 @@ class Executor:
         non-owning one made once per handle (``Stream.from_handle``)."""
         if self._core_launch is None:  # no cuda.core launches (a stand-in driver in tests)
             return None
-        from cuda.core import Stream
-
-        if isinstance(stream, Stream):
+        if isinstance(stream, self._stream_type):
             return stream
         core = self._core_streams.get(handle)
         if core is None:
             if len(self._core_streams) >= 256:
                 self._core_streams.clear()
-            core = self._core_streams[handle] = Stream.from_handle(handle)
+            core = self._core_streams[handle] = self._stream_type.from_handle(handle)
         return core
 
     def _driver_stream_device(self, handle: int) -> int | None:
