@@ -364,9 +364,13 @@ def verify_request(request: Any, target: Target | str, *, no_spills: bool = Fals
                            spec=request)
     violations = []
     for item in found.values():
-        if no_spills and item.spills:
+        if no_spills and item.spills and item.spills_reported:
             violations.append(f"{item.entry} spills {item.spill_stores} bytes (stores) and "
                               f"{item.spill_loads} bytes (loads) per thread (--no-spills)")
+        elif no_spills and item.spills:
+            violations.append(f"{item.entry} has a {item.stack_frame}-byte stack frame per "
+                              f"thread, counted as spills: nvJitLink's log gave no spill "
+                              f"figures (--no-spills)")
         if max_registers is not None and item.registers > max_registers:
             violations.append(f"{item.entry} uses {item.registers} registers, more than "
                               f"--max-registers {max_registers}")
@@ -387,7 +391,8 @@ def _table(results: list[Verified]) -> list[str]:
             rows.append((label, "-", ("skipped",) + ("",) * (len(_COLUMNS) - 1)))
         for item in result.resources:
             rows.append((label, item.entry, (
-                str(item.registers), str(item.spill_stores), str(item.spill_loads),
+                str(item.registers), *((str(item.spill_stores), str(item.spill_loads))
+                                       if item.spills_reported else ("?", "?")),
                 str(item.stack_frame), str(item.shared_memory), str(item.constant_memory),
                 f"{result.seconds * 1000:.0f} ms")))
     width = max([len("request")] + [len(r[0]) for r in rows])
