@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 from typing import Any, Callable
 
 import attrs
@@ -31,6 +32,7 @@ import attrs
 from .errors import LaunchError
 from .fields import is_bool_like
 from .ptx import EntrySignature, Param
+from .speedups import speedups
 
 __all__ = [
     "ArgumentPacker", "DeviceLimits", "Geometry", "check_geometry", "stream_device",
@@ -47,6 +49,10 @@ _FLOAT_EXACT = {16: 2**11, 32: 2**24, 64: 2**53}
 
 Converter = Callable[[Any, int], Any]
 
+# What a launch's checks take inline, per parameter (ArgumentPacker.inline_check); the
+# compiled checks in specdsl._speedups use the same numbers.
+INLINE_NONE, INLINE_INT, INLINE_POINTER, INLINE_FLOAT = 0, 1, 2, 3
+
 
 def _bits(float_format: str, int_format: str) -> Callable[[float], int]:
     """A function giving a float's bit pattern in ``float_format`` as an int."""
@@ -60,6 +66,28 @@ def _bits(float_format: str, int_format: str) -> Callable[[float], int]:
 # Floats go to cuda.core as the int of their bit pattern (see ArgumentPacker.core_launcher);
 # f64 as a signed int, which cuda.core's intptr_t holds.
 _F16_BITS, _F32_BITS, _F64_BITS = _bits("<e", "<H"), _bits("<f", "<I"), _bits("<d", "<q")
+
+
+def _buffer_type() -> type | None:
+    """cuda.core's ``Buffer`` class (``None`` without cuda.core: no Buffer can reach a packer)."""
+    try:
+        from cuda.core import Buffer
+    except ImportError:
+        return None
+    return Buffer
+
+
+def _tensor_type() -> type | None:
+    """``torch.Tensor`` where torch is already imported (specdsl never imports it: without
+    it, no tensor can reach a packer, and one made later takes the converter's path)."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None)
+
+
+def _wide(param: Param) -> bool:
+    """Whether cuda.core's ``intptr_t`` holds ``param``'s values at or above 2**63 only
+    wrapped (64-bit unsigned, bit and pointer parameters)."""
+    return param.bits == 64 and (param.is_ptr or param.kind in "ub")
 
 
 def _wrap_u64(value: int) -> int:
@@ -101,6 +129,8 @@ class ArgumentPacker:
         signature: the kernel's parameters (from :func:`specdsl.ptx.parse_entry`).
         device_id: the ordinal of the device the kernel runs on; arrays elsewhere are
             refused. ``None`` skips the device check.
+        pure_python: ``True``: the launchers are generated Python even where the compiled
+            checks are built; by default :func:`specdsl.speedups.speedups` decides.
 
     Attributes:
         fmt: a little-endian :mod:`struct` format of the whole parameter buffer.
@@ -108,9 +138,12 @@ class ArgumentPacker:
         size: the buffer's size, in bytes.
     """
 
-    def __init__(self, signature: EntrySignature, *, device_id: int | None = None) -> None:
+    def __init__(self, signature: EntrySignature, *, device_id: int | None = None,
+                 pure_python: bool | None = None) -> None:
         self.signature = signature
         self.device_id = device_id
+        # the compiled checks (specdsl._speedups), or None for the generated Python ones
+        self._speedups = None if pure_python else speedups()
         self.count = len(signature.params)
         fmt, offsets, offset = ["<"], [], 0
         for param in signature.params:
@@ -191,6 +224,8 @@ class ArgumentPacker:
             LaunchError: as :meth:`values`; an argument's own error (its array interface)
                 is never mistaken for a failed launch.
         """
+        if self._speedups is not None:
+            return self._compiled_launch(core_launch, kernel)
         body, values = self._core_source()
         lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
                  "    try:",
@@ -210,6 +245,9 @@ class ArgumentPacker:
         Raises:
             LaunchError: as :meth:`values`.
         """
+        if self._speedups is not None:
+            return self._speedups.BoundCoreLaunch(self._compiled_launch(core_launch, kernel),
+                                                  streams, config, on_error)
         body, values = self._core_source()
         lines = ["def bound(*args):", *body,
                  "    try:",
@@ -219,6 +257,11 @@ class ArgumentPacker:
         return self._generate("bound", lines, dict(
             self._core_names(core_launch, kernel), stream=streams[0], core_stream=streams[1],
             config=config, on_error=on_error))
+
+    def _compiled_launch(self, core_launch: Callable[..., Any], kernel: Any) -> Any:
+        """The compiled twin of :meth:`core_launcher`'s function (``specdsl._speedups``)."""
+        return self._speedups.CoreLaunch(self.core_plan(), self.values, core_launch, kernel,
+                                         _buffer_type(), _tensor_type(), self.device_id)
 
     def _core_source(self) -> tuple[list[str], str]:
         """The check lines and ``", v0, v1, ..."``: the checked values as cuda.core takes them."""
@@ -314,24 +357,66 @@ class ArgumentPacker:
         return buffer, (ctypes.addressof(pointers) if self.count else 0), pointers
 
     def _generate(self, name: str, lines: list[str], extra: dict[str, Any]) -> Any:
-        try:
-            from cuda.core import Buffer as buffer_type
-        except ImportError:  # no cuda.core: no Buffer can reach this packer
-            buffer_type = None
         namespace: dict[str, Any] = {f"c{i}": c for i, c in enumerate(self._converters)}
         namespace.update(values=self.values, pack_into=struct.Struct(self.fmt).pack_into,
-                         Buffer=buffer_type, **extra)
+                         Buffer=_buffer_type(), Tensor=_tensor_type(), **extra)
         exec(compile("\n".join(lines), f"<specdsl {name} {self.signature.entry}>", "exec"),
              namespace)
         return namespace[name]
 
+    @staticmethod
+    def inline_check(param: Param, core: bool = False) -> tuple[int, int, int, int, float]:
+        """What a launch takes inline for ``param``, without calling its converter.
+
+        One definition serves the generated Python checks (:meth:`_check_source`) and the
+        compiled ones (:mod:`specdsl._speedups`), so both take the same values inline.
+
+        Returns:
+            ``(how, low, high, misaligned, largest)``: ``how`` is one of the ``INLINE_*``
+            constants; an exact ``int`` in ``[low, high]`` with no bit of ``misaligned``
+            set is taken as it is (``INLINE_INT``; ``INLINE_POINTER`` also reads a cuda.core
+            ``Buffer`` or a contiguous torch tensor of the device), an exact ``float`` with
+            ``|x| <= largest``
+            (``INLINE_FLOAT``). With ``core``, 64-bit unsigned and pointer values are
+            taken inline below 2**63 only (cuda.core's ``intptr_t`` holds those as they
+            are; the converter's result is wrapped).
+        """
+        if param.count is not None:
+            return INLINE_NONE, 0, 0, 0, 0.0
+        bits = 63 if core and _wide(param) else param.bits
+        if param.is_ptr:
+            return INLINE_POINTER, 0, (1 << bits) - 1, (param.align or 1) - 1, 0.0
+        if param.kind == "u":
+            return INLINE_INT, 0, (1 << bits) - 1, 0, 0.0
+        if param.kind == "s":
+            return INLINE_INT, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, 0, 0.0
+        if param.kind == "f":
+            return INLINE_FLOAT, 0, 0, 0, _FLOAT_MAX[bits]
+        return INLINE_NONE, 0, 0, 0, 0.0  # .b types: the converter wraps them
+
+    def core_plan(self) -> list[tuple]:
+        """Per ``.param``: :meth:`inline_check` (core) plus its converter and the function
+        turning the converter's value into what cuda.core takes (``None``: as it is).
+        What :class:`specdsl._speedups.CoreLaunch` is built from."""
+        plan = []
+        for param, convert in zip(self.signature.params, self._converters):
+            how, low, high, misaligned, largest = self.inline_check(param, core=True)
+            if param.kind == "f" and param.count is None:
+                post = {16: _F16_BITS, 32: _F32_BITS, 64: _F64_BITS}[param.bits]
+            elif _wide(param):
+                post = _wrap_u64
+            else:
+                post = None
+            plan.append((how, param.bits, low, high, misaligned, largest, convert, post))
+        return plan
+
     def _check_source(self, core: bool = False) -> tuple[list[str], list[str]]:
         """Python lines that check ``args`` and bind ``v0 .. vN`` (the packed values).
 
-        With ``core``, 64-bit unsigned and pointer values come out as cuda.core's
-        ``intptr_t`` takes them: the inline checks accept values below 2**63 as they are,
-        and a value the converter passes at or above it is wrapped to its two's-complement
-        equivalent (same bits).
+        What each parameter takes inline is :meth:`inline_check`; the rest goes through
+        its converter (``c0 .. cN``), which accepts, converts or explains a refusal. With
+        ``core``, a 64-bit unsigned or pointer value the converter passes at or above
+        2**63 is wrapped to its two's-complement equivalent (same bits).
         """
         names = [f"v{i}" for i in range(self.count)]
         if self.count:  # a wrong count fails the unpacking; values() explains it
@@ -344,36 +429,43 @@ class ArgumentPacker:
                      "        values(args, stream)"]
         for i, param in enumerate(self.signature.params):
             a, v = f"a{i}", f"v{i}"
-            wide = core and param.bits == 64 and (param.is_ptr or param.kind in "ub")
-            slow = f"wrap(c{i}({a}, stream))" if wide else f"c{i}({a}, stream)"
-            bits = 63 if wide else param.bits  # values the inline check passes unchanged
-            fast = None
-            if param.count is None and (param.is_ptr or param.kind in "us"):
-                if param.is_ptr or param.kind == "u":
-                    # one AND tests range and alignment: a negative int has every high bit
-                    misaligned = (param.align or 1) - 1 if param.is_ptr else 0
-                    fast = f"type({a}) is int and not {a} & {-(1 << bits) | misaligned}"
+            how, low, high, misaligned, largest = self.inline_check(param, core)
+            slow = f"wrap(c{i}({a}, stream))" if core and _wide(param) else f"c{i}({a}, stream)"
+            if how in (INLINE_INT, INLINE_POINTER) and low == 0:
+                # one AND tests range and alignment: a negative int has every high bit
+                fast = f"type({a}) is int and not {a} & {-(high + 1) | misaligned}"
+            elif how == INLINE_INT:
+                fast = f"type({a}) is int and {low} <= {a} <= {high}"
+            elif how == INLINE_FLOAT:
+                fast = f"type({a}) is float and -{largest!r} <= {a} <= {largest!r}"
+            else:
+                fast = None
+            if how == INLINE_POINTER:
+                # a cuda.core Buffer or a contiguous torch tensor of this device is read
+                # inline; anything else (host, pinned or managed memory, a closed Buffer,
+                # whose properties raise, misaligned, another device) takes the converter,
+                # which explains a refusal
+                if self.device_id is None:
+                    buffer_ok, tensor_ok = f"{a}.is_device_accessible", f"{a}.get_device() >= 0"
                 else:
-                    low, high = -(1 << (param.bits - 1)), 1 << (param.bits - 1)
-                    fast = f"type({a}) is int and {low} <= {a} < {high}"
-            elif param.count is None and param.kind == "f":
-                largest = repr(_FLOAT_MAX[param.bits])
-                fast = f"type({a}) is float and -{largest} <= {a} <= {largest}"
-            if param.is_ptr and param.count is None:
-                # a cuda.core Buffer of this device's memory is read inline; anything else
-                # (pinned or managed memory, closed, misaligned, another device) takes the
-                # converter, which checks it in full and explains a refusal
-                mask = -(1 << bits) | ((param.align or 1) - 1)
-                device = f"{a}.is_device_accessible" if self.device_id is None else \
-                    f"{a}.device_id == {self.device_id}"
+                    buffer_ok = f"{a}.device_id == {self.device_id}"
+                    tensor_ok = f"{a}.get_device() == {self.device_id}"
                 lines += [f"    if {fast}:",
                           f"        {v} = {a}",
-                          f"    elif type({a}) is Buffer and {device}:",
-                          f"        {v} = int({a}.handle)",
-                          f"        if not {v} or {v} & {mask}:",
-                          f"            {v} = {slow}",
                           "    else:",
-                          f"        {v} = {slow}"]
+                          "        try:",
+                          f"            if type({a}) is Buffer:",
+                          f"                {v} = int({a}.handle) if {buffer_ok} else 0",
+                          f"            elif type({a}) is Tensor and {tensor_ok} and "
+                          f"{a}.is_contiguous():",
+                          f"                {v} = {a}.data_ptr()",
+                          "            else:",
+                          f"                {v} = 0",
+                          "        except Exception:",
+                          f"            {v} = 0",
+                          f"        if type({v}) is not int or not {v} or "
+                          f"{v} & {-(high + 1) | misaligned}:",
+                          f"            {v} = {slow}"]
             elif fast is not None:
                 lines.append(f"    {v} = {a} if {fast} else {slow}")
             else:

@@ -30,6 +30,7 @@ from .keys import derived_key, hand_key
 from .ptx import EntrySignature, parse_entry
 from .render import render, rendering_digest, renders_from_key
 from .spec import spec_info
+from .speedups import speedups
 from .target import Target
 
 __all__ = ["Executor", "ExecutorStats", "Module"]
@@ -152,6 +153,13 @@ class Executor:
         self._compile_seconds = 0.0
         self._device: Any = None
         self.device_id = device
+        # the compiled launch path (specdsl.speedups), chosen once for this executor
+        self._speedups = speedups()
+        self._compiled_launch: Any = None
+        if self._speedups is not None:  # launch() below, compiled: same checks and errors
+            self._compiled_launch = self._speedups.ExecutorLaunch(
+                self, _ledger.checking_enabled, _ledger.proof_suspended)
+            self.launch = self._compiled_launch.launch
         self._disk = self._open_disk(cache_dir)
         if self._disk is not None:  # nvJitLink takes 50-150 ms to load: overlap it
             threading.Thread(target=_probe_toolchain, name="specdsl-toolchain",
@@ -234,7 +242,8 @@ class Executor:
     def stats(self) -> ExecutorStats:
         """A snapshot of the counters (see :class:`ExecutorStats`)."""
         return ExecutorStats(
-            hits=self._hits, misses=self._misses, compiles=self._compiles,
+            hits=self._hits + (self._compiled_launch.hits if self._compiled_launch else 0),
+            misses=self._misses, compiles=self._compiles,
             compile_seconds=self._compile_seconds, disk_hits=self._disk_hits,
             disk_rejected=self._disk.rejected if self._disk is not None else 0,
             ptx_disk_hits=self._ptx_disk_hits)
@@ -384,7 +393,8 @@ class Executor:
             attributes.required_cluster_width, attributes.required_cluster_height,
             attributes.required_cluster_depth))
         module.function = int(module.kernel.handle)
-        module.packer = ArgumentPacker(module.signature, device_id=self.device_id)
+        module.packer = ArgumentPacker(module.signature, device_id=self.device_id,
+                                       pure_python=self._speedups is None)
         if module.packer.through_core:
             module.through_core = True
             module.fire = module.packer.core_launcher(self._core_launch, module.kernel)

@@ -362,7 +362,8 @@ def _bytes_cuda_core_packs(values, packer):
 
 @pytest.mark.parametrize("numpy_values", [False, True])
 @pytest.mark.parametrize("args", CORE_ARGS)
-def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_values):
+def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_values,
+                                                                  launch_path):
     """What cuda.core packs for the values core_launcher (launch) and bound_core_launcher
     (bind) hand it holds, in each parameter's first bytes, exactly what the driver path
     packs (pack()): ints narrower than 64 bits as their low bytes, 64-bit values at or
@@ -389,7 +390,7 @@ class _StandInBuffer:
         self.handle, self.device_id, self.is_device_accessible = handle, device_id, True
 
 
-def test_core_launcher_reads_buffers_inline(monkeypatch):
+def test_core_launcher_reads_buffers_inline(monkeypatch, launch_path):
     """A Buffer of this device is read inline; a misaligned or foreign one is refused."""
     import cuda.core
 
@@ -441,7 +442,7 @@ def test_closed_stream_refused():
         stream_handle(Closed())
 
 
-def test_core_launcher_checks_before_launching():
+def test_core_launcher_checks_before_launching(launch_path):
     """A bad argument is refused before cuda.core is called, as on the driver path."""
     calls = []
     fire = _packer(".param .u32 n").core_launcher(lambda *a: calls.append(a), kernel="k")

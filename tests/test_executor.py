@@ -11,7 +11,7 @@ import pytest
 
 import specdsl.executor as executor_module
 from specdsl import (
-    CompileError, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
+    CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
     key_checking,
 )
 from specdsl.compile import compile_ptx, ptx_excerpt
@@ -270,8 +270,9 @@ def _stub_executor(arm, **attributes):
 
 
 @pytest.fixture
-def fake_driver_executor():
-    """An executor whose driver launch is recorded instead of made (module loading stubbed)."""
+def fake_driver_executor(launch_path):
+    """An executor whose driver launch is recorded instead of made (module loading stubbed),
+    on each launch path."""
     calls = []
 
     def launch_kernel(*args):
@@ -399,7 +400,7 @@ def test_stream_without_a_handle_refused():
         stream_handle(Closed())
 
 
-def test_cuda_core_launch_failure_is_a_launch_error():
+def test_cuda_core_launch_failure_is_a_launch_error(launch_path):
     """A launch cuda.core refuses becomes a LaunchError naming the entry and geometry;
     an argument's own error stays the LaunchError the checks raise."""
     def refuse(*args):
@@ -420,3 +421,56 @@ def test_cuda_core_launch_failure_is_a_launch_error():
         ex.launch(spec, 0x7F0000000001, *args[1:], grid=4, block=256)
     with pytest.raises(LaunchError, match=r"cuda.core launch failed"):
         ex.bind(spec, grid=4, block=256)(*args)
+
+
+@pytest.fixture
+def fake_core_executor(launch_path):
+    """An executor whose cuda.core launches are recorded (module loading stubbed), on each
+    launch path: ``(executor, calls)``, one ``(stream, config, kernel, *values)`` a launch."""
+    calls = []
+
+    def record(*args):
+        calls.append(args)
+
+    def arm(module):
+        module.through_core = True
+        module.fire = module.packer.core_launcher(record, "kernel")
+
+    ex = _stub_executor(arm, _default_streams=(7, "stream"), _core_launch=record,
+                        _launch_config=lambda **kw: ("config", kw["grid"], kw["block"]))
+    return ex, calls
+
+
+def test_launch_hot_path_follows_geometry_and_counts_hits(fake_core_executor, launch_path):
+    """Repeated launches take the cached module and geometry; a new grid, block or spec is
+    checked afresh; each launch after the first counts as one cache hit."""
+    ex, calls = fake_core_executor
+    assert type(ex.launch.__self__).__name__ == (
+        "ExecutorLaunch" if launch_path == "compiled" else "Executor")
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    grid = (4, 1, 1)
+    for _ in range(3):
+        ex.launch(spec, *args, grid=grid, block=256)
+    ex.launch(spec, *args, grid=8, block=(128,))
+    ex.launch(VectorAdd(block=128), *args, grid=8, block=128)  # equal baked fields: one module
+    assert [call[1] for call in calls] == [("config", (4, 1, 1), (256, 1, 1))] * 3 + [
+        ("config", (8, 1, 1), (128, 1, 1))] * 2
+    assert all(call[3:] == args and call[:1] == ("stream",) for call in calls)
+    assert ex.stats.hits == 4 and ex.stats.misses == 1
+    with pytest.raises(LaunchError, match=r"vector_add: block.x must be at least 1 \(got 0\)"):
+        ex.launch(spec, *args, grid=grid, block=0)
+    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
+        ex.launch(spec, *args[:3], grid=grid, block=256)
+    assert len(calls) == 5
+
+
+def test_launch_hot_path_proves_hand_keys(fake_core_executor):
+    """A hand-written key missing a baked field raises IncompleteKeyError through launch,
+    also after the key's first request was launched from the hot path."""
+    ex, calls = fake_core_executor
+    args = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    for _ in range(2):
+        ex.launch(HandKeyedAdd(), *args, grid=4, block=256)
+    with pytest.raises(IncompleteKeyError, match=r"dtype"):
+        ex.launch(HandKeyedAdd(dtype=DType.F16), *args, grid=4, block=256)
+    assert len(calls) == 2

@@ -24,9 +24,18 @@ N = 1_000_003  # odd: the last vector takes the element-wise tail path
 TOLERANCE = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}
 
 
-@pytest.fixture(scope="module")
-def executor(tmp_path_factory):
-    return Executor(0, cache_dir=tmp_path_factory.mktemp("cache"))
+@pytest.fixture(scope="module", params=["compiled", "python"])
+def executor(request, tmp_path_factory):
+    """An executor on each launch path (specdsl.speedups): every test here runs on both."""
+    from specdsl.speedups import PURE_PYTHON_ENV, compiled
+
+    if request.param == "compiled" and not compiled():
+        pytest.skip("specdsl._speedups is not built")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(PURE_PYTHON_ENV, raising=False)
+        if request.param == "python":
+            patch.setenv(PURE_PYTHON_ENV, "1")
+        return Executor(0, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +114,49 @@ def test_vector_add_buffers_and_core_stream(executor):
     case = example(VectorAdd(dtype="bf16"), np.random.default_rng(4), n=4099)
     errors = run_case(executor, case)
     assert set(errors) == {"out"} and errors["out"] <= case.tolerance
+
+
+def test_buffer_checks_on_the_hot_path(executor):
+    """cuda.core Buffers are read inline on a repeated launch, and still refused there when
+    closed, misaligned or empty, naming the parameter; the last launch adds correctly."""
+    from cuda.core import Buffer
+
+    device, n = executor.device, 1024
+    stream = device.default_stream
+    a, b, out = (device.allocate(n * 4, stream=stream) for _ in range(3))
+    host = np.random.default_rng(8).standard_normal((2, n)).astype(np.float32)
+    for buffer, values in ((a, host[0]), (b, host[1])):
+        buffer.copy_from(_pinned_from(values), stream=stream)
+    spec, geometry = VectorAdd(), dict(grid=4, block=256)
+    for _ in range(2):
+        executor.launch(spec, a, b, out, n, **geometry)
+    misaligned = Buffer.from_handle(int(a.handle) + 4, n * 4 - 4)
+    with pytest.raises(LaunchError, match=r"parameter 'a' .* aligned to 16 bytes"):
+        executor.launch(spec, misaligned, b, out, n, **geometry)
+    closed = device.allocate(n * 4, stream=stream)
+    closed.close(stream)
+    with pytest.raises(LaunchError, match=r"parameter 'b' .* \(the Buffer is closed or empty\)"):
+        executor.launch(spec, a, closed, out, n, **geometry)
+    result = np.empty(n, np.float32)
+    pinned = _pinned_from(result)
+    pinned.copy_from(out, stream=stream)
+    stream.sync()
+    assert np.array_equal(_host_view(pinned, n), host[0] + host[1])
+
+
+def _pinned_from(values: np.ndarray):
+    """A pinned host Buffer holding ``values`` (float32)."""
+    from cuda.core import LegacyPinnedMemoryResource
+
+    pinned = LegacyPinnedMemoryResource().allocate(values.nbytes)
+    _host_view(pinned, values.size)[:] = values
+    return pinned
+
+
+def _host_view(pinned, n: int) -> np.ndarray:
+    import ctypes
+
+    return np.frombuffer((ctypes.c_float * n).from_address(int(pinned.handle)), np.float32)
 
 
 def test_torch_stream(executor, torch):
