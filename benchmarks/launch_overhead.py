@@ -88,6 +88,7 @@ def main() -> int:
     from specdsl import DType, Executor
     from specdsl.kernels import VectorAdd
     from specdsl.ledger import key_checking
+    from specdsl.speedups import PURE_PYTHON_ENV, compiled
 
     executor = Executor(0, cache_dir=tempfile.mkdtemp())
     device = executor.device
@@ -140,6 +141,20 @@ def main() -> int:
     def specdsl_bound():
         bound(a, b, out, N)
 
+    # the plain-Python launch path, where the compiled one is built (specdsl.speedups)
+    os.environ[PURE_PYTHON_ENV] = "1"
+    try:
+        pure = Executor(0, cache_dir=executor.disk_cache.path)
+        pure_launch, pure_bound = pure.launch, pure.bind(spec, grid=grid, block=block)
+    finally:
+        del os.environ[PURE_PYTHON_ENV]
+
+    def python_reused():
+        pure_launch(spec, a, b, out, N, grid=grid, block=block)
+
+    def python_bound():
+        pure_bound(a, b, out, N)
+
     methods: dict[str, tuple] = {
         "raw cuLaunchKernel (pre-packed)": (raw, None),
         "cuda.core launch": (core, None),
@@ -150,6 +165,12 @@ def main() -> int:
         "Executor.launch, new spec/call": (specdsl_new, True),
         "Executor.bind launcher, Buffers": (specdsl_bound, True),
     }
+    if compiled():
+        methods.update({
+            "Python path: Executor.launch, checking off": (python_reused, False),
+            "Python path: Executor.launch, checking on": (python_reused, True),
+            "Python path: Executor.bind launcher": (python_bound, True),
+        })
     notes = []
     try:
         import torch
@@ -282,7 +303,8 @@ def main() -> int:
         f"# Launch overhead: VectorAdd n={N}; host submission over batches of {args.batch} "
         f"launches ({args.batches} batches x {args.repeats} rounds)",
         "",
-        f"device: {device.name}. host us: per launch, median round of per-round medians "
+        f"device: {device.name}; launch path: "
+        f"{'compiled (specdsl._speedups)' if compiled() else 'plain Python'}. host us: per launch, median round of per-round medians "
         f"(spread = max - min over rounds). sustained us: {args.sustained} launches until a "
         "device sync, per launch (the GPU's rate once the queue fills).",
         "",
