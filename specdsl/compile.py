@@ -66,7 +66,7 @@ def link_options(target: Target | str) -> str:
 
     Part of every disk-cache key: a change here must change the string.
     """
-    return f"nvJitLink -arch={Target.parse(target).sm} -verbose"
+    return f"nvJitLink -arch={Target.parse(target).sm} -verbose -no-cache"
 
 
 def ptx_excerpt(ptx: str, line: int, context: int = 3) -> str:
@@ -95,8 +95,10 @@ def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None) -
     started = time.perf_counter()
     linker = None
     try:
+        # no_cache: a hit in CUDA's JIT cache (~/.nv/ComputeCache) skips ptxas and its
+        # verbose resource report, which verify and Compiled.resources() read
         linker = Linker(ObjectCode.from_ptx(ptx.encode()),
-                        options=LinkerOptions(arch=target.sm, verbose=True))
+                        options=LinkerOptions(arch=target.sm, verbose=True, no_cache=True))
         cubin = bytes(linker.link("cubin").code)
         log = linker.get_info_log()
     except Exception as exc:  # nvJitLinkError carries the error log in its text
