@@ -28,6 +28,8 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcpy
 
+import sys
+
 # What a parameter takes inline, anything else going through its Python converter: the
 # numbers of specdsl.arguments.INLINE_* (ArgumentPacker.inline_check decides them).
 cdef enum Inline:
@@ -69,6 +71,7 @@ cdef class CoreLaunch:
     cdef ParamCheck *checks
     cdef tuple converters, posts
     cdef object values, core_launch, kernel, buffer_type, tensor_type, device_id
+    cdef bint read_arrays  # Buffers and tensors inline (needs a device to check them against)
 
     def __cinit__(self, list plan, values, core_launch, kernel, buffer_type, tensor_type,
                   device_id):
@@ -89,9 +92,8 @@ cdef class CoreLaunch:
         self.posts = tuple(step[7] for step in plan)
         self.values, self.core_launch, self.kernel = values, core_launch, kernel
         self.buffer_type, self.tensor_type = buffer_type, tensor_type
-        self.device_id = device_id if device_id is not None else -1
-        if device_id is None:  # no device to check arrays against: the converters do
-            self.buffer_type = self.tensor_type = None
+        self.device_id = device_id
+        self.read_arrays = device_id is not None
 
     def __dealloc__(self):
         PyMem_Free(self.checks)
@@ -99,7 +101,13 @@ cdef class CoreLaunch:
     cdef object device_address(self, object value):
         """The address of a cuda.core Buffer, or a contiguous torch tensor, of this device,
         as an int; ``None`` for anything else (the converter decides and explains)."""
+        if not self.read_arrays:
+            return None
         kind = type(value)
+        if self.tensor_type is None and kind is not self.buffer_type:
+            torch = sys.modules.get("torch")  # imported after this kernel was loaded
+            if torch is not None:
+                self.tensor_type = getattr(torch, "Tensor", None)
         try:
             if kind is self.buffer_type:
                 if value.device_id == self.device_id:

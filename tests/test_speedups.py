@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -214,3 +215,21 @@ def _built() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("specdsl._speedups") is not None
+
+
+@needs_extension
+def test_compiled_checks_find_torch_imported_after_the_kernel_loaded(monkeypatch):
+    """A kernel loaded before torch was imported still reads tensors inline once it is."""
+    import types
+
+    from specdsl import arguments
+
+    monkeypatch.setattr(arguments, "_tensor_type", lambda: None)
+    seen: list = []
+    fire = _packer(False).core_launcher(lambda *a: seen.append(a), kernel="kernel")
+    args = (*VALID[:-1], StandInTensor(0x7F0000000400))
+    with pytest.raises(LaunchError, match=r"parameter 'q' .* expects a device array"):
+        fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))  # no reader knows it
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=StandInTensor))
+    fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
+    assert seen[0][-1] == 0x7F0000000400
