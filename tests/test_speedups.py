@@ -225,6 +225,7 @@ def test_compiled_checks_find_torch_imported_after_the_kernel_loaded(monkeypatch
     from specdsl import arguments
 
     monkeypatch.setattr(arguments, "_tensor_type", lambda: None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # as if not imported yet
     seen: list = []
     fire = _packer(False).core_launcher(lambda *a: seen.append(a), kernel="kernel")
     args = (*VALID[:-1], StandInTensor(0x7F0000000400))
