@@ -28,6 +28,8 @@ Rows:
   Executor.launch (new spec)  ``VectorAdd(...)`` built on every call, checking on
   Executor.bind launcher      ``executor.bind(spec, grid=, block=)`` once, then ``bound(*args)``
   Executor.launch (torch)     torch tensors instead of Buffers, checking on
+  ... current_stream()        the same, with ``stream=torch.cuda.current_stream()`` (a new
+                              stream object per call, as an application writes it)
   CuPy RawKernel              ``RawModule(path=cubin).get_function(...)(grid, block, args)``
   torch eager                 ``torch.add(a, b, out=c)``
   Triton                      a ``@triton.jit`` add kernel, BLOCK = 1024
@@ -183,7 +185,12 @@ def main() -> int:
         def torch_add():
             torch.add(ta, tb, out=tc)
 
+        def specdsl_torch_stream():
+            ex_launch(spec, ta, tb, tc, N, grid=grid, block=block,
+                      stream=torch.cuda.current_stream())
+
         methods["Executor.launch, torch args"] = (specdsl_torch, True)
+        methods["Executor.launch, torch args, current_stream()"] = (specdsl_torch_stream, True)
         methods["torch eager add"] = (torch_add, None)
     except Exception as exc:  # report, do not hide
         notes.append(f"torch unavailable: {exc}")

@@ -669,7 +669,8 @@ def _reader_for(kind: type) -> Reader | None:
 
 # -- streams ---------------------------------------------------------------------------
 
-_STREAMS: dict[type, Callable[[Any], int]] = {}
+# type -> (handle reader, whether the type has cuda.core's is_closed)
+_STREAMS: dict[type, tuple[Callable[[Any], int], bool]] = {}
 
 
 def stream_handle(stream: Any) -> int:
@@ -680,11 +681,12 @@ def stream_handle(stream: Any) -> int:
     (``torch.cuda.Stream``).
 
     Raises:
-        LaunchError: anything else (a raw int is refused: it says nothing of its device).
+        LaunchError: anything else (a raw int is refused: it says nothing of its device),
+            a closed stream, or a stream object whose handle cannot be read.
     """
-    reader = _STREAMS.get(type(stream))
-    if reader is None:
-        kind = type(stream)
+    kind = type(stream)
+    entry = _STREAMS.get(kind)
+    if entry is None:
         if hasattr(kind, "__cuda_stream__"):
             def reader(s: Any) -> int:
                 return int(s.__cuda_stream__()[1])
@@ -695,8 +697,9 @@ def stream_handle(stream: Any) -> int:
             raise LaunchError(
                 f"stream must be a cuda.core Stream, an object with __cuda_stream__ or a "
                 f"torch.cuda.Stream (got {_what(stream)})")
-        _STREAMS[kind] = reader
-    if getattr(stream, "is_closed", False) is True:  # a closed cuda.core Stream reads handle 0
+        entry = _STREAMS[kind] = (reader, hasattr(kind, "is_closed"))
+    reader, closable = entry
+    if closable and stream.is_closed is True:  # a closed cuda.core Stream reads handle 0
         raise LaunchError(f"stream {_what(stream)} is closed")
     try:
         return reader(stream)

@@ -145,8 +145,9 @@ class Executor:
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
         # (stream object, (handle, cuda.core Stream)) last checked
-        self._last_stream: tuple = (None, (None, None))
+        self._last_stream: tuple = (None, (None, None), None)
         self._core_streams: dict[int, Any] = {}
+        self._stream_type: Any = ()  # cuda.core's Stream once a device is open (isinstance)
         self._core_launch: Any = None
         self._driver: Any = None  # cuda.bindings' driver module, with a device
         self._hits = self._misses = self._compiles = self._disk_hits = self._ptx_disk_hits = 0
@@ -504,9 +505,17 @@ class Executor:
         """``(handle, cuda.core Stream)`` of ``stream``, once its device is checked to be
         this executor's."""
         handle = stream_handle(stream)
-        last = self._last_stream
-        if last[0] is stream and last[1][0] == handle:
-            return last[1]
+        last = self._last_stream  # (stream object, (handle, cuda.core Stream), its device)
+        if last[1][0] == handle:
+            if last[0] is stream:
+                return last[1]
+            # a new object for the last stream (torch.cuda.current_stream() makes one per
+            # call): the same handle on the same device is the same stream
+            device = stream_device(stream)
+            if device is not None and device == last[2] and \
+                    not isinstance(stream, self._stream_type):
+                self._last_stream = (stream, last[1], device)
+                return last[1]
         device = stream_device(stream)
         if device is None:
             device = self._driver_stream_device(handle)
@@ -514,7 +523,7 @@ class Executor:
             raise LaunchError(f"stream {handle:#x} belongs to device {device}; this executor "
                               f"launches on device {self.device_id}")
         streams = (handle, self._core_stream(stream, handle))
-        self._last_stream = (stream, streams)
+        self._last_stream = (stream, streams, device)
         return streams
 
     def _core_stream(self, stream: Any, handle: int) -> Any:

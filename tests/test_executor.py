@@ -356,6 +356,29 @@ def test_stream_of_another_device_refused(fake_driver_executor):
     assert [call[8] for call in calls] == [0x55]
 
 
+def test_new_object_for_the_last_stream_reuses_its_check(fake_driver_executor):
+    """A new stream object per call (torch.cuda.current_stream() makes one) with the last
+    stream's handle and device is that stream: no new check; a same-handle object naming
+    another device is still refused, and one naming none is asked of the driver."""
+    import types
+
+    ex, calls = fake_driver_executor
+    ex.device_id = 0
+    asked = []
+    ex._success = 0
+    ex._driver = types.SimpleNamespace(CUstream=int,
+                                       cuStreamGetDevice=lambda h: asked.append(h) or (0, 1))
+    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    for _ in range(3):
+        ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x55, 0))
+    assert [call[8] for call in calls] == [0x55] * 3
+    with pytest.raises(LaunchError, match=r"stream 0x55 belongs to device 1"):
+        ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x55, 1))
+    with pytest.raises(LaunchError, match=r"stream 0x55 belongs to device 1"):
+        ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(0x55))
+    assert asked == [0x55] and len(calls) == 3
+
+
 def test_stream_device_asked_of_the_driver(fake_driver_executor):
     """A stream object that names no device is placed by cuStreamGetDevice, once."""
     import types
