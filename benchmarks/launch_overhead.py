@@ -143,11 +143,12 @@ def main() -> int:
     def specdsl_bound():
         bound(a, b, out, N)
 
-    # the plain-Python launch path, where the compiled one is built (specdsl.speedups)
+    # the plain-Python launch path, where the compiled one is built (specdsl.speedups):
+    # _launch_python is what Executor.launch is in an install without the extension
     os.environ[PURE_PYTHON_ENV] = "1"
     try:
         pure = Executor(0, cache_dir=executor.disk_cache.path)
-        pure_launch, pure_bound = pure.launch, pure.bind(spec, grid=grid, block=block)
+        pure_launch, pure_bound = pure._launch_python, pure.bind(spec, grid=grid, block=block)
     finally:
         del os.environ[PURE_PYTHON_ENV]
 

@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+# cython: language_level=3, embedsignature=True
 """The launch hot path, compiled: argument checks, cuda.core's ``launch``, the cache hit.
 
 specdsl's reference implementation is plain Python: :mod:`specdsl.arguments` generates one
@@ -6,8 +6,7 @@ check function per ``.entry`` signature, and :meth:`specdsl.Executor.launch` fin
 module and the checked geometry. This extension does the same work in C for what launches
 take in a hot loop: an ``int`` in its parameter's range (a pointer's also aligned), a
 ``float`` in its type's range, a cuda.core ``Buffer`` or a contiguous torch tensor on the
-executor's device, and a cache hit on the request, key, geometry and stream of the last
-launch. Anything else (NumPy
+executor's device, and a cache hit on the request, key and geometry of the last launch. Anything else (NumPy
 scalars, other array objects, values out of range, a new request) is handed to
 the same Python converters and executor methods, so an argument is accepted, converted or
 refused with the same message either way; ``tests/test_speedups.py`` checks that the two
@@ -29,6 +28,12 @@ from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcpy
 
 import sys
+
+from specdsl import ledger as _ledger
+
+# What specdsl.speedups checks before using this build (bump on any change of the classes'
+# constructors or of what Python code reads from them).
+INTERFACE = 2
 
 # What a parameter takes inline, anything else going through its Python converter: the
 # numbers of specdsl.arguments.INLINE_* (ArgumentPacker.inline_check decides them).
@@ -153,7 +158,7 @@ cdef class CoreLaunch:
                     out = self.device_address(value)
                     if out is not None:
                         x = PyLong_AsLongLongAndOverflow(out, &overflow)
-                        if overflow or x <= 0 or (x & check.misaligned):
+                        if overflow or x <= 0 or x > check.high or (x & check.misaligned):
                             out = None
             elif check.inline == INLINE_FLOAT:
                 if PyFloat_CheckExact(value):
@@ -223,42 +228,46 @@ cdef class BoundCoreLaunch:
             self.on_error(exc, args)
 
 
-cdef class ExecutorLaunch:
-    """``ExecutorLaunch(executor, ...).launch`` is ``Executor.launch``, compiled: the same
-    signature, checks and errors (a bound method, so calls take CPython's vectorcall).
+cdef class LaunchPath:
+    """The base class of :class:`specdsl.Executor` where this extension is built: its
+    ``launch`` is ``Executor.launch`` compiled, with the same signature, checks and errors.
 
-    A launch whose request, key, geometry and stream are those of an earlier launch takes
-    the cached module and geometry here; anything else goes through the executor's own
-    Python methods (``_lookup``, ``_streams``, ``_geometry_for``, ``_launch_failed``).
+    A launch whose request, key and geometry are those of an earlier launch takes the
+    cached module and geometry here; anything else goes through the executor's own Python
+    methods (``_lookup``, ``_streams``, ``_geometry_for``, ``_launch_failed``). An executor
+    made with ``SPECDSL_PURE_PYTHON=1`` sets ``_pure_python`` and launches through
+    ``_launch_python`` instead. Being the base class (not an attribute holding a bound
+    method) keeps the executor free of reference cycles and lets subclasses override
+    ``launch``.
     """
 
-    cdef object executor, checking_enabled, proof_suspended
-    cdef public long long hits  # cache hits taken here (added to the executor's stats)
+    cdef public object _last             # (spec, key, module, proven), replaced as one
+    cdef public object _default_streams  # (handle, cuda.core Stream) of the default stream
+    cdef public long long _launch_hits   # cache hits taken here (added to Executor.stats)
+    cdef public bint _pure_python
 
-    def __cinit__(self, executor, checking_enabled, proof_suspended):
-        self.executor = executor
-        self.checking_enabled, self.proof_suspended = checking_enabled, proof_suspended
-        self.hits = 0
+    def __cinit__(self, *args, **kwargs):
+        self._last = (None, None, None, False)
 
     def launch(self, spec, *args, grid, block, stream=None, shared_mem=0, key=None):
-        """Launch ``spec``'s kernel: see :meth:`specdsl.Executor.launch`."""
-        executor = self.executor
-        cdef tuple last = executor._last  # (spec, key, module, proven), replaced as one
+        if self._pure_python:
+            return self._launch_python(spec, *args, grid=grid, block=block, stream=stream,
+                                       shared_mem=shared_mem, key=key)
+        cdef tuple last = self._last
         if last[0] is spec and last[1] is key and (
-                last[3] or not self.checking_enabled() or self.proof_suspended()):
+                last[3] or not _ledger.checking_enabled() or _ledger.proof_suspended()):
             module = last[2]
-            self.hits += 1
+            self._launch_hits += 1
         else:
-            module = executor._lookup(spec, key)
-        cdef tuple streams = executor._default_streams if stream is None \
-            else executor._streams(stream)
+            module = self._lookup(spec, key)
+        cdef tuple streams = self._default_streams if stream is None else self._streams(stream)
         cdef tuple geometry = module.last_geometry
         if not (geometry[0] is grid and geometry[1] is block and geometry[2] is shared_mem):
-            geometry = executor._geometry_for(module, grid, block, shared_mem)
+            geometry = self._geometry_for(module, grid, block, shared_mem)
         fire = module.fire
         if type(fire) is CoreLaunch:
             err = (<CoreLaunch>fire).fire(args, streams, geometry[3])
         else:
             err = fire(args, streams, geometry[3])
         if err:
-            executor._launch_failed(err, module, geometry[3], streams, args)
+            self._launch_failed(err, module, geometry[3], streams, args)

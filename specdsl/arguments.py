@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
+from types import ModuleType
 from typing import Any, Callable
 
 import attrs
@@ -129,8 +130,10 @@ class ArgumentPacker:
         signature: the kernel's parameters (from :func:`specdsl.ptx.parse_entry`).
         device_id: the ordinal of the device the kernel runs on; arrays elsewhere are
             refused. ``None`` skips the device check.
-        pure_python: ``True``: the launchers are generated Python even where the compiled
-            checks are built; by default :func:`specdsl.speedups.speedups` decides.
+        compiled: the compiled launch path (:mod:`specdsl._speedups`, as
+            :func:`specdsl.speedups.speedups` returns it) to build launchers with; ``None``
+            or ``False``: generated Python ones; ``True`` (the default): ``speedups()``
+            decides.
 
     Attributes:
         fmt: a little-endian :mod:`struct` format of the whole parameter buffer.
@@ -139,11 +142,11 @@ class ArgumentPacker:
     """
 
     def __init__(self, signature: EntrySignature, *, device_id: int | None = None,
-                 pure_python: bool | None = None) -> None:
+                 compiled: ModuleType | None | bool = True) -> None:
         self.signature = signature
         self.device_id = device_id
         # the compiled checks (specdsl._speedups), or None for the generated Python ones
-        self._speedups = None if pure_python else speedups()
+        self._speedups = speedups() if compiled is True else compiled or None
         self.count = len(signature.params)
         fmt, offsets, offset = ["<"], [], 0
         for param in signature.params:
@@ -228,8 +231,9 @@ class ArgumentPacker:
             return self._compiled_launch(core_launch, kernel)
         body, values = self._core_source()
         lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
+                 "    core_stream, config = streams[1], geometry[7]",
                  "    try:",
-                 f"        core_launch(streams[1], geometry[7], kernel{values})",
+                 f"        core_launch(core_stream, config, kernel{values})",
                  "    except Exception as exc:  # the launch failed: the caller reports it",
                  "        return exc"]
         return self._generate("fire", lines, self._core_names(core_launch, kernel))

@@ -30,7 +30,7 @@ from .keys import derived_key, hand_key
 from .ptx import EntrySignature, parse_entry
 from .render import render, rendering_digest, renders_from_key
 from .spec import spec_info
-from .speedups import speedups
+from .speedups import launch_base, speedups
 from .target import Target
 
 __all__ = ["Executor", "ExecutorStats", "Module"]
@@ -38,6 +38,9 @@ __all__ = ["Executor", "ExecutorStats", "Module"]
 # Bound on the (request, key) -> module memo: requests differing only in launch fields
 # each take a slot; past this many the memo starts over (modules stay cached).
 _MEMO_LIMIT = 65536
+
+
+_UNSET = object()  # Module.last_geometry before its first launch
 
 
 @attrs.frozen
@@ -104,15 +107,19 @@ class Module:
     fire: Any = None            # the generated launcher: checks and launches
     through_core: bool = False  # fire launches through cuda.core (else cuLaunchKernel)
     configs: dict[tuple, Any] = attrs.Factory(dict)  # checked geometry -> LaunchConfig
-    # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem)
-    last_geometry: tuple = (None, None, None, None)
+    # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem,
+    # LaunchConfig); none yet: objects no caller can pass
+    last_geometry: tuple = attrs.Factory(lambda: (_UNSET, _UNSET, _UNSET, None))
 
     def __repr__(self) -> str:
         return (f"<Module {self.key} entry={self.signature.entry} target={self.target.sm} "
                 f"cubin={len(self.cubin)} bytes{' (disk)' if self.from_disk else ''}>")
 
 
-class Executor:
+_LaunchBase = launch_base()
+
+
+class Executor(_LaunchBase):
     """Compiles, caches and launches specdsl kernels on one device.
 
     Args:
@@ -154,13 +161,11 @@ class Executor:
         self._compile_seconds = 0.0
         self._device: Any = None
         self.device_id = device
-        # the compiled launch path (specdsl.speedups), chosen once for this executor
+        # the compiled launch path (specdsl.speedups), chosen once for this executor: the
+        # compiled base class's launch() reads _pure_python; modules are loaded with it
         self._speedups = speedups()
-        self._compiled_launch: Any = None
-        if self._speedups is not None:  # launch() below, compiled: same checks and errors
-            self._compiled_launch = self._speedups.ExecutorLaunch(
-                self, _ledger.checking_enabled, _ledger.proof_suspended)
-            self.launch = self._compiled_launch.launch
+        self._pure_python = self._speedups is None
+        self._launch_hits = 0  # hits counted by the compiled launch()
         self._disk = self._open_disk(cache_dir)
         if self._disk is not None:  # nvJitLink takes 50-150 ms to load: overlap it
             threading.Thread(target=_probe_toolchain, name="specdsl-toolchain",
@@ -243,8 +248,7 @@ class Executor:
     def stats(self) -> ExecutorStats:
         """A snapshot of the counters (see :class:`ExecutorStats`)."""
         return ExecutorStats(
-            hits=self._hits + (self._compiled_launch.hits if self._compiled_launch else 0),
-            misses=self._misses, compiles=self._compiles,
+            hits=self._hits + self._launch_hits, misses=self._misses, compiles=self._compiles,
             compile_seconds=self._compile_seconds, disk_hits=self._disk_hits,
             disk_rejected=self._disk.rejected if self._disk is not None else 0,
             ptx_disk_hits=self._ptx_disk_hits)
@@ -395,7 +399,7 @@ class Executor:
             attributes.required_cluster_depth))
         module.function = int(module.kernel.handle)
         module.packer = ArgumentPacker(module.signature, device_id=self.device_id,
-                                       pure_python=self._speedups is None)
+                                       compiled=self._speedups)
         if module.packer.through_core:
             module.through_core = True
             module.fire = module.packer.core_launcher(self._core_launch, module.kernel)
@@ -404,8 +408,8 @@ class Executor:
 
     # -- launches ----------------------------------------------------------------------
 
-    def launch(self, spec: Any, *args: Any, grid: Any, block: Any, stream: Any = None,
-               shared_mem: int = 0, key: str | None = None) -> None:
+    def _launch_python(self, spec: Any, *args: Any, grid: Any, block: Any, stream: Any = None,
+                       shared_mem: int = 0, key: str | None = None) -> None:
         """Launch ``spec``'s kernel with ``args`` in ``.param`` order.
 
         Everything is checked before anything reaches the GPU: the argument count, each
@@ -448,6 +452,9 @@ class Executor:
         err = module.fire(args, streams, geometry[3])
         if err:  # cuda.core's exception, or the driver path's CUresult (CUDA_SUCCESS is 0)
             self._launch_failed(err, module, geometry[3], streams, args)
+
+    if not hasattr(_LaunchBase, "launch"):  # no compiled base: launch() is the Python one
+        launch = _launch_python
 
     def bind(self, spec: Any, *, grid: Any, block: Any, stream: Any = None,
              shared_mem: int = 0, key: str | None = None) -> Callable[..., None]:
@@ -666,3 +673,7 @@ def _probe_toolchain() -> None:
         toolchain_version()
     except Exception:  # reported where it is needed: the first disk-cache lookup
         pass
+
+
+if hasattr(_LaunchBase, "launch"):  # the compiled launch() documents itself as the Python one
+    _LaunchBase.launch.__doc__ = Executor._launch_python.__doc__

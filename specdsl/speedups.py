@@ -4,19 +4,48 @@ Installing specdsl builds ``specdsl._speedups`` from ``specdsl/_speedups.pyx`` w
 where a C compiler is found; the build is optional, and without it specdsl runs its
 plain-Python launch path, which checks and refuses exactly the same arguments (only
 slower: ``docs/performance.md``). ``SPECDSL_PURE_PYTHON=1`` chooses the Python path even
-where the extension is built (for debugging, and for testing both). The choice is read when
-an :class:`~specdsl.Executor` is made and when a module is loaded, not per launch.
+where the extension is built (for debugging, and for testing both). An
+:class:`~specdsl.Executor` reads the choice once, when it is made.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
+import warnings
 from types import ModuleType
 
-__all__ = ["PURE_PYTHON_ENV", "compiled", "speedups"]
+__all__ = ["PURE_PYTHON_ENV", "compiled", "launch_base", "speedups"]
 
 #: ``1``: launch through the plain-Python path even where the compiled one is built.
 PURE_PYTHON_ENV = "SPECDSL_PURE_PYTHON"
+
+# specdsl._speedups.INTERFACE this Python code is written against: a stale build (an
+# editable install whose .pyx changed since) is not used.
+_INTERFACE = 2
+
+
+@functools.cache
+def _built() -> ModuleType | None:
+    try:
+        _speedups = importlib.import_module(f"{__package__}._speedups")
+    except ImportError:  # not built (no C compiler at install): the Python path
+        return None
+    if getattr(_speedups, "INTERFACE", None) != _INTERFACE:
+        warnings.warn(f"specdsl: {_speedups.__file__} is out of date (rebuild it: "
+                      f"pip install -e .); launches take the plain-Python path",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    return _speedups
+
+
+def launch_base() -> type:
+    """The base class of :class:`~specdsl.Executor`: the compiled ``LaunchPath`` where the
+    extension is built (an executor made with ``SPECDSL_PURE_PYTHON=1`` still launches
+    through Python), else ``object``."""
+    built = _built()
+    return built.LaunchPath if built is not None else object
 
 
 def speedups() -> ModuleType | None:
@@ -30,11 +59,7 @@ def speedups() -> ModuleType | None:
         raise ValueError(f"{PURE_PYTHON_ENV} must be 0 or 1 (got {value!r})")
     if value == "1":
         return None
-    try:
-        from . import _speedups
-    except ImportError:  # not built (no C compiler at install): the Python path
-        return None
-    return _speedups
+    return _built()
 
 
 def compiled() -> bool:

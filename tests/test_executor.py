@@ -262,7 +262,7 @@ def _stub_executor(arm, **attributes):
 
     def load(module):
         module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
-        module.packer = ArgumentPacker(module.signature, device_id=0)
+        module.packer = ArgumentPacker(module.signature, device_id=0, compiled=ex._speedups)
         arm(module)
 
     ex._load = load
@@ -468,8 +468,7 @@ def test_launch_hot_path_follows_geometry_and_counts_hits(fake_core_executor, la
     """Repeated launches take the cached module and geometry; a new grid, block or spec is
     checked afresh; each launch after the first counts as one cache hit."""
     ex, calls = fake_core_executor
-    assert type(ex.launch.__self__).__name__ == (
-        "ExecutorLaunch" if launch_path == "compiled" else "Executor")
+    assert ex._pure_python == (launch_path == "python")
     spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
     grid = (4, 1, 1)
     for _ in range(3):
@@ -480,6 +479,7 @@ def test_launch_hot_path_follows_geometry_and_counts_hits(fake_core_executor, la
         ("config", (8, 1, 1), (128, 1, 1))] * 2
     assert all(call[3:] == args and call[:1] == ("stream",) for call in calls)
     assert ex.stats.hits == 4 and ex.stats.misses == 1
+    assert (ex._launch_hits == 3) == (launch_path == "compiled")  # taken in compiled code
     with pytest.raises(LaunchError, match=r"vector_add: block.x must be at least 1 \(got 0\)"):
         ex.launch(spec, *args, grid=grid, block=0)
     with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
@@ -497,3 +497,56 @@ def test_launch_hot_path_proves_hand_keys(fake_core_executor):
     with pytest.raises(IncompleteKeyError, match=r"dtype"):
         ex.launch(HandKeyedAdd(dtype=DType.F16), *args, grid=4, block=256)
     assert len(calls) == 2
+
+
+def test_a_subclass_overrides_launch(launch_path):
+    """launch() is a method on either path: a subclass's own launch runs, and super() works."""
+    class Counting(Executor):
+        def launch(self, *args, **kwargs):
+            self.calls += 1
+            return super().launch(*args, **kwargs)
+
+    ex = Counting(None, target="sm_90", cache_dir="off")
+    ex.calls = 0
+    with pytest.raises(LaunchError, match=r"this executor is compile-only"):
+        ex.launch(VectorAdd(), 1, 2, 3, 4, grid=1, block=32)
+    assert ex.calls == 1
+
+
+def test_an_executor_is_freed_without_the_cycle_collector(launch_path):
+    """No reference cycle keeps an executor (and its modules) alive once it is dropped."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        ex = Executor(None, target="sm_90", cache_dir="off")
+        ex.ensure_module(VectorAdd())
+        ref = weakref.ref(ex)
+        del ex
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_the_launch_path_is_chosen_once_per_executor(fake_core_executor, launch_path, monkeypatch):
+    """SPECDSL_PURE_PYTHON changed after an executor was made changes nothing for it: later
+    modules keep its path, and a bad value is not read again."""
+    from specdsl.speedups import PURE_PYTHON_ENV
+
+    ex, calls = fake_core_executor
+    args = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    monkeypatch.setenv(PURE_PYTHON_ENV, "yes")
+    ex.launch(VectorAdd(dtype=DType.F16), *args, grid=4, block=256)
+    (module,) = ex._modules.values()
+    assert (type(module.fire).__name__ == "CoreLaunch") == (launch_path == "compiled")
+    assert len(calls) == 1
+
+
+def test_no_geometry_is_checked_as_such_on_a_fresh_module(fake_core_executor):
+    """grid=None, block=None, shared_mem=None on a module's first launch is refused by the
+    geometry check (a LaunchError), on either path."""
+    ex, calls = fake_core_executor
+    with pytest.raises(LaunchError, match=r"grid must be"):
+        ex.launch(VectorAdd(), 1, 2, grid=None, block=None, shared_mem=None)
+    assert calls == []

@@ -22,14 +22,15 @@ from specdsl.speedups import PURE_PYTHON_ENV, compiled, speedups
 
 needs_extension = pytest.mark.skipif(not compiled(), reason="specdsl._speedups is not built")
 
-# every scalar type cuda.core takes, and two pointers of different alignments
+# every scalar type cuda.core takes, and pointers of different alignments and widths
 PARAMS = (".param .u64 .ptr .global .align 16 p, .param .u8 a, .param .s16 b, "
           ".param .u32 c, .param .s32 d, .param .u64 e, .param .s64 f, .param .b32 g, "
           ".param .f16 h, .param .f32 i, .param .f64 j, .param .b64 k, .param .s8 l, "
-          ".param .b8 m, .param .u16 n, .param .b16 o, .param .u64 .ptr .global .align 4 q")
+          ".param .b8 m, .param .u16 n, .param .b16 o, .param .u64 .ptr .global .align 4 q, "
+          ".param .u32 .ptr .global .align 8 r")
 # arguments every parameter above takes; the tests replace some of them
 VALID = (0x7F0000000100, 1, -1, 7, -7, 2**40, -(2**40), 0xFFFF, 1.5, 0.25, -2.5, 2**63, -3,
-         200, 9, -2, 0x40)
+         200, 9, -2, 0x40, 0x1000)
 
 
 class StandInBuffer:
@@ -108,7 +109,7 @@ VALUES = st.one_of(
 
 def _packer(pure_python: bool) -> ArgumentPacker:
     ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({PARAMS})\n{{ ret; }}\n"
-    return ArgumentPacker(parse_entry(ptx, "k"), device_id=0, pure_python=pure_python)
+    return ArgumentPacker(parse_entry(ptx, "k"), device_id=0, compiled=not pure_python)
 
 
 def _outcomes(args: tuple) -> list[tuple]:
@@ -178,11 +179,12 @@ def test_compiled_checks_take_valid_values_inline(stand_in_arrays):
     """The valid arguments launch on both paths with the exact values cuda.core packs:
     64-bit values at or above 2**63 wrapped, floats as their bits, a Buffer and a tensor as
     their addresses."""
-    args = (StandInBuffer(0x7F0000000100), *VALID[1:-1], StandInTensor(0x7F0000000204))
+    args = (StandInBuffer(0x7F0000000100), *VALID[1:-2], StandInTensor(0x7F0000000204),
+            StandInTensor(0x2000))
     python, native = _outcomes(args)
     assert native == python
     values = [value for _, value in native[2][3:]]
-    assert values[0] == 0x7F0000000100 and values[16] == 0x7F0000000204
+    assert values[0] == 0x7F0000000100 and values[16:] == [0x7F0000000204, 0x2000]
     assert values[11] == 2**63 - 2**64  # .b64 k wrapped
     assert values[8:11] == [0x3E00, 0x3E800000, -0x3FFC000000000000]  # f16, f32, f64 bits
     assert values[1:8] == list(VALID[1:8])
@@ -228,9 +230,42 @@ def test_compiled_checks_find_torch_imported_after_the_kernel_loaded(monkeypatch
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # as if not imported yet
     seen: list = []
     fire = _packer(False).core_launcher(lambda *a: seen.append(a), kernel="kernel")
-    args = (*VALID[:-1], StandInTensor(0x7F0000000400))
+    args = (*VALID[:-2], StandInTensor(0x7F0000000400), VALID[-1])
     with pytest.raises(LaunchError, match=r"parameter 'q' .* expects a device array"):
         fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))  # no reader knows it
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=StandInTensor))
     fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
-    assert seen[0][-1] == 0x7F0000000400
+    assert seen[0][-2] == 0x7F0000000400
+
+
+def test_malformed_launch_state_raises_instead_of_crashing():
+    """Short stream or geometry tuples (internal state gone wrong) raise IndexError on both
+    paths, before cuda.core is called; nothing reads past a tuple's end."""
+    calls: list = []
+    for pure in (True, False):
+        fire = _packer(pure).core_launcher(lambda *a: calls.append(a), kernel="kernel")
+        with pytest.raises(IndexError):
+            fire(VALID, (5, "stream"), ())
+        with pytest.raises(IndexError):
+            fire(VALID, (), (1, 1, 1, 32, 1, 1, 0, "config"))
+    assert calls == []
+
+
+def test_a_stale_build_is_not_used(monkeypatch):
+    """An extension built from an older .pyx (its INTERFACE differs) is left unused, with a
+    warning saying how to rebuild it."""
+    import types
+
+    from specdsl import speedups as module
+
+    stale = types.ModuleType("specdsl._speedups")
+    stale.__file__, stale.INTERFACE = "/somewhere/_speedups.so", 1
+    monkeypatch.setitem(sys.modules, "specdsl._speedups", stale)
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    module._built.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"_speedups.so is out of date \(rebuild it: "
+                                                r"pip install -e \.\)"):
+            assert speedups() is None
+    finally:
+        module._built.cache_clear()
