@@ -691,12 +691,13 @@ def stream_handle(stream: Any) -> int:
     kind = type(stream)
     entry = _STREAMS.get(kind)
     if entry is None:
-        if hasattr(kind, "__cuda_stream__"):
-            def reader(s: Any) -> int:
-                return int(s.__cuda_stream__()[1])
-        elif isinstance(getattr(stream, "cuda_stream", None), int):
+        if isinstance(getattr(stream, "cuda_stream", None), int):
+            # torch.cuda.Stream: its cuda_stream int reads faster than its __cuda_stream__()
             def reader(s: Any) -> int:
                 return int(s.cuda_stream)
+        elif hasattr(kind, "__cuda_stream__"):
+            def reader(s: Any) -> int:
+                return int(s.__cuda_stream__()[1])
         else:
             raise LaunchError(
                 f"stream must be a cuda.core Stream, an object with __cuda_stream__ or a "
