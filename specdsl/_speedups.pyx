@@ -182,7 +182,7 @@ cdef class CoreLaunch:
             PyTuple_SET_ITEM(result, i + 3, out)
         return result
 
-    cpdef object fire(self, tuple args, tuple streams, tuple geometry):
+    cpdef object fire(self, object args, tuple streams, tuple geometry):
         """Check ``args`` and launch: ``streams`` is ``(handle, cuda.core Stream)``,
         ``geometry`` the checked ``(gx, gy, gz, bx, by, bz, shared_mem, LaunchConfig)``.
 
@@ -192,6 +192,8 @@ cdef class CoreLaunch:
         Raises:
             LaunchError: a wrong argument count or a bad argument.
         """
+        if type(args) is not tuple:  # any sequence, as the generated Python function takes
+            args = tuple(args)
         arguments = self.arguments(args, streams[0], streams[1], geometry[7])
         try:
             self.core_launch(*arguments)
@@ -199,7 +201,7 @@ cdef class CoreLaunch:
             return exc
         return None
 
-    def __call__(self, tuple args, tuple streams, tuple geometry):
+    def __call__(self, object args, tuple streams, tuple geometry):
         return self.fire(args, streams, geometry)
 
 

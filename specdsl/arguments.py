@@ -511,14 +511,13 @@ class ArgumentPacker:
         fail = self._fail
 
         def convert(value: Any, stream: int) -> int:
-            if type(value) is int:
-                if low <= value < high:
-                    return value & mask if wrap else value
-                raise fail(param, expected, value)
+            if type(value) is int or _is_int(value):
+                number = int(value)
+                if low <= number < high:
+                    return number & mask if wrap else number
+                raise fail(param, expected, value)  # the value as given: its NumPy type
             if allow_bool and is_bool_like(value):
                 return int(value)
-            if _is_int(value):
-                return convert(int(value), stream)
             if is_bool_like(value):
                 raise fail(param, expected + " (a bool is only taken by 8-bit parameters)",
                            value)
@@ -529,7 +528,7 @@ class ArgumentPacker:
     def _float(self, param: Param) -> Converter:
         bits = param.bits
         largest, exact = _FLOAT_MAX[bits], _FLOAT_EXACT[bits]
-        expected = f"a float (finite values up to {largest:g} in magnitude)"
+        expected = f"a float in the .f{bits} range (|x| <= {largest:g}; inf and nan pass)"
         fail = self._fail
 
         def convert(value: Any, stream: int) -> float:
@@ -543,6 +542,9 @@ class ArgumentPacker:
                     return float(value)
                 raise fail(param, f"a float, or an int it holds exactly (|n| <= 2**"
                                   f"{exact.bit_length() - 1})", value)
+            if is_bool_like(value):
+                raise fail(param, expected + " (a bool is not taken by float parameters)",
+                           value)
             raise fail(param, expected, value)
 
         return convert
@@ -579,6 +581,9 @@ class ArgumentPacker:
                 reader = _READERS.get(type(value))
                 if reader is None:
                     reader = _reader_for(type(value))
+                if reader is None and (hasattr(value, "__cuda_array_interface__") or
+                                       hasattr(value, "__dlpack__")):
+                    reader = _read_view  # an interface set on the object, not its type
                 if reader is None or is_bool_like(value):
                     raise fail(param, expected, value)
                 try:
@@ -595,7 +600,8 @@ class ArgumentPacker:
                 raise fail(param, f"a device address in [0, 2**{param.bits})", value)
             if address % align:
                 raise fail(param, f"an address aligned to {align} bytes (.align {align}); "
-                                  f"{address:#x} is {address % align} bytes past a boundary",
+                                  f"{address:#x} is {address % align} "
+                                  f"byte{'s' if address % align != 1 else ''} past a boundary",
                            value)
             return address
 

@@ -470,3 +470,37 @@ def test_a_reader_that_raises_is_a_launch_error():
     with pytest.raises(LaunchError, match=r"parameter 'p' .* \(reading its address failed: "
                                           r"Cannot access data pointer"):
         _packer(".param .u64 .ptr .global .align 16 p").pack((TensorLike(),))
+
+
+def test_messages_keep_the_callers_value_and_type():
+    """A NumPy integer out of range is named as given; a float out of range, a bool for a
+    float and a one-byte misalignment each say exactly what is wrong."""
+    packer = ArgumentPacker(parse_entry(render(VectorAdd()), "vector_add"), device_id=0)
+    with pytest.raises(LaunchError, match=r"'n' .* expects an int in \[0, 2\*\*64\) "
+                                          r"\(got np\.int64\(-5\) of type numpy\.int64\)"):
+        packer.values((0x1000, 0x2000, 0x3000, np.int64(-5)))
+    with pytest.raises(LaunchError, match=r"0x1001 is 1 byte past a boundary"):
+        packer.values((0x1001, 0x2000, 0x3000, 4))
+    scalar = _packer(".param .f32 x")
+    with pytest.raises(LaunchError, match=r"'x' \(\.f32 x\) expects a float in the \.f32 range "
+                                          r"\(\|x\| <= 3\.40282e\+38; inf and nan pass\) "
+                                          r"\(got 1e\+39 of type float\)"):
+        scalar.values((1e39,))
+    with pytest.raises(LaunchError, match=r"\(a bool is not taken by float parameters\)"):
+        scalar.values((True,))
+
+
+def test_an_array_interface_set_on_the_object_is_read():
+    """__cuda_array_interface__ set in __init__ (not on the class) is read like any other:
+    its misaligned address is refused as such (or, with no driver to read it through, the
+    interface's own failure is named), not as 'no array'."""
+    class Wrapped:
+        def __init__(self, ptr):
+            self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "version": 3,
+                                             "data": (ptr, False), "strides": None}
+
+    packer = ArgumentPacker(parse_entry(render(VectorAdd()), "vector_add"), device_id=0)
+    with pytest.raises(LaunchError) as info:
+        packer.values((Wrapped(0x1008), 0x2000, 0x3000, 4))
+    message = str(info.value)
+    assert "its array interface failed" in message or "0x1008 is 8 bytes past" in message
