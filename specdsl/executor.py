@@ -6,6 +6,8 @@ ask at once; :meth:`Executor.launch` checks each argument against the kernel's
 ``.entry`` signature and the geometry against the device's limits, then launches
 through cuda.core's ``launch`` (kernels with array parameters, which cuda.core has no
 argument type for, through the driver's ``cuLaunchKernel`` with a buffer specdsl packs).
+Where :mod:`specdsl._speedups` is built, ``launch`` and the argument checks run compiled
+(:mod:`specdsl.speedups`); the Python methods here are their reference and fallback.
 
 CUDA is imported lazily: importing this module needs no GPU, driver or cuda-python.
 """
@@ -104,7 +106,7 @@ class Module:
     cluster: tuple[int, int, int] = (1, 1, 1)  # compile-time cluster shape, in CTAs
     dynamic_shared_set: int = 0
     geometries: dict[tuple, Geometry] = attrs.Factory(dict)
-    fire: Any = None            # the generated launcher: checks and launches
+    fire: Any = None            # the launcher (compiled or generated): checks and launches
     through_core: bool = False  # fire launches through cuda.core (else cuLaunchKernel)
     configs: dict[tuple, Any] = attrs.Factory(dict)  # checked geometry -> LaunchConfig
     # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem,
@@ -151,7 +153,7 @@ class Executor(_LaunchBase):
         self._lock = threading.Lock()
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
-        # (stream object, (handle, cuda.core Stream)) last checked
+        # (stream object, (handle, cuda.core Stream), its device) last checked
         self._last_stream: tuple = (None, (None, None), None)
         self._core_streams: dict[int, Any] = {}
         self._stream_type: Any = ()  # cuda.core's Stream once a device is open (isinstance)
