@@ -40,7 +40,7 @@ INTERFACE = 2
 cdef enum Inline:
     INLINE_NONE = 0     # .b types, array parameters: the converter always
     INLINE_INT = 1      # an int in [low, high] with no bit of misaligned set
-    INLINE_POINTER = 2  # INLINE_INT, or a cuda.core Buffer of the device
+    INLINE_POINTER = 2  # INLINE_INT, or a cuda.core Buffer or contiguous torch tensor of the device
     INLINE_FLOAT = 3    # a float with |x| <= largest, passed as its bit pattern
 
 cdef struct ParamCheck:
