@@ -515,17 +515,15 @@ class Executor(_LaunchBase):
         this executor's."""
         handle = stream_handle(stream)
         last = self._last_stream  # (stream object, (handle, cuda.core Stream), its device)
-        if last[1][0] == handle:
-            if last[0] is stream:
-                return last[1]
-            # a new object for the last stream (torch.cuda.current_stream() makes one per
-            # call): the same handle on the same device is the same stream
-            device = stream_device(stream)
-            if device is not None and device == last[2] and \
-                    not isinstance(stream, self._stream_type):
-                self._last_stream = (stream, last[1], device)
-                return last[1]
+        if last[1][0] == handle and last[0] is stream:
+            return last[1]
         device = stream_device(stream)
+        # a new object for the last stream (torch.cuda.current_stream() makes one per call):
+        # the same handle on the same device is the same stream
+        if last[1][0] == handle and device is not None and device == last[2] and \
+                not isinstance(stream, self._stream_type):
+            self._last_stream = (stream, last[1], device)
+            return last[1]
         if device is None:
             device = self._driver_stream_device(handle)
         if device is not None and device != self.device_id:
