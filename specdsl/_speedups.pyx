@@ -243,13 +243,12 @@ cdef class LaunchPath:
     ``launch``.
     """
 
+    # Executor sets these (__init__; _default_streams on opening the device); its Python
+    # path reads the same attributes
     cdef public object _last             # (spec, key, module, proven), replaced as one
     cdef public object _default_streams  # (handle, cuda.core Stream) of the default stream
     cdef public long long _launch_hits   # cache hits taken here (added to Executor.stats)
     cdef public bint _pure_python
-
-    def __cinit__(self, *args, **kwargs):
-        self._last = (None, None, None, False)
 
     def launch(self, spec, *args, grid, block, stream=None, shared_mem=0, key=None):
         if self._pure_python:
