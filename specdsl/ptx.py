@@ -1,17 +1,25 @@
 """Kernel ``.entry`` signatures parsed from PTX text: parameter names, types and attributes.
 
-The grammar follows the PTX ISA, section 5.1.6 "Parameter State Space" (kernel
-parameters: ``.param .type [.ptr [.space] [.align N]] name`` and
-``.param [.align N] .b8 name[size]`` for by-value aggregates) and section 11.1
-"Kernel and function directives". The executor reads a module's signature once and
-checks every launch's arguments against it.
+The grammar follows the PTX ISA, section 5.1.6 "Parameter State Space": kernel
+parameters are ``.param .type name``, ``.param [.align N] .type name[count]`` for
+arrays and by-value aggregates (5.1.6.1, "Kernel Function Parameters"), and pointers
+``.param .type .ptr [.space] [.align N] name`` with ``.space`` one of ``.const``,
+``.global``, ``.local``, ``.shared`` (5.1.6.2 "Kernel Function Parameter Attributes"
+and 5.1.6.3 "Kernel Parameter Attribute: .ptr", which also lets the attributes run
+together: ``.ptr.global.align 16``); and section 11.2.1 "Kernel and Function
+Directives: .entry". Every spelling the tests accept is also assembled by nvJitLink
+there. The executor reads a module's signature once and checks every launch's
+arguments against it.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import attrs
+
+from .errors import PTXSignatureError
 
 __all__ = ["Param", "EntrySignature", "parse_entry", "entry_names", "SCALAR_TYPES"]
 
@@ -26,7 +34,9 @@ SCALAR_TYPES: dict[str, tuple[str, int]] = {
 _SPACES = ("global", "const", "local", "shared")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*\(")
-_NAME = re.compile(r"([A-Za-z_$%][\w$]*)(?:\[(\d+)\])?")
+# A directive word (".ptr", ".u64"), a number, an identifier (PTX ISA 4.4) or "[count]".
+_TOKEN = re.compile(r"\s*(\.[A-Za-z_]\w*|\d+|[A-Za-z_$%][\w$]*|\[\s*\d+\s*\])")
+_NAME = re.compile(r"[A-Za-z_$%][\w$]*")
 
 
 @attrs.frozen
@@ -40,7 +50,8 @@ class Param:
         is_ptr: declared with ``.ptr``: a pointer passed as an integer address.
         space: the ``.ptr`` state space (``"global"``, ...), ``None`` for generic or a value.
         align: the ``.align`` value in bytes (the pointee's alignment for a ``.ptr``
-            parameter, the parameter's own alignment otherwise), or ``None``.
+            parameter, the parameter's own alignment otherwise), or ``None`` where the
+            declaration gives none (see :attr:`pointee_align`).
     """
 
     name: str
@@ -64,6 +75,16 @@ class Param:
     def size(self) -> int:
         """Bytes the parameter occupies in the parameter buffer."""
         return self.bits // 8 * (self.count or 1)
+
+    @property
+    def pointee_align(self) -> int | None:
+        """For a ``.ptr`` parameter, the alignment in bytes that the compiled code may assume
+        of the memory it points to: its ``.align``, else 4 (PTX ISA 5.1.6.3: "If no
+        alignment is specified, the memory pointed to is assumed to be aligned to a 4 byte
+        boundary"). ``None`` for other parameters."""
+        if not self.is_ptr:
+            return None
+        return self.align if self.align is not None else 4
 
     @property
     def param_align(self) -> int:
@@ -125,8 +146,8 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
         The kernel's :class:`EntrySignature`.
 
     Raises:
-        ValueError: no such entry, or a parameter declaration this parser does not
-            understand (the message quotes it).
+        PTXSignatureError: no such entry, or a parameter declaration this parser does
+            not understand (the message quotes it); a ``ValueError`` too.
     """
     text = _strip_comments(ptx)
     for match in _ENTRY.finditer(text):
@@ -134,11 +155,11 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
             break
     else:
         found = ", ".join(entry_names(ptx)) or "none"
-        raise ValueError(f"PTX has no '.entry {entry}' (entries: {found})")
+        raise PTXSignatureError(f"PTX has no '.entry {entry}' (entries: {found})")
     start = match.end()
     stop = text.find(")", start)
     if stop < 0:
-        raise ValueError(f".entry {entry}: parameter list is not closed with ')'")
+        raise PTXSignatureError(f".entry {entry}: parameter list is not closed with ')'")
     body = text[start:stop].strip()
     if not body:
         return EntrySignature(entry, ())
@@ -146,46 +167,70 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
 
 
 def _parse_param(entry: str, declaration: str) -> Param:
-    words = declaration.split()
-    if not words or words[0] != ".param":
-        raise ValueError(f".entry {entry}: expected '.param ...', got {declaration.strip()!r}")
-    type_ = None
+    quoted = " ".join(declaration.split())
+
+    def refuse(problem: str) -> PTXSignatureError:
+        return PTXSignatureError(f".entry {entry}: {problem} in {quoted!r} (expected "
+                                 "'.param .type [.ptr[.space][.align N]] name' or "
+                                 "'.param [.align N] .type name[count]')")
+
+    tokens = _tokens(declaration, refuse)
+    if not tokens or tokens[0] != ".param":
+        raise refuse("expected '.param ...'")
+    type_ = space = align = name = count = None
     is_ptr = False
-    space = None
-    align = None
-    i = 1
-    while i < len(words) - 1:
-        word = words[i]
-        if word == ".align":
-            if i + 1 >= len(words) - 1 or not words[i + 1].isdigit():
-                raise ValueError(f".entry {entry}: '.align' needs a byte count in "
-                                 f"{declaration.strip()!r}")
-            align = int(words[i + 1])
-            i += 2
-            continue
-        if word == ".ptr":
+    words = iter(tokens[1:])
+    for word in words:
+        if name is not None:  # only '[count]' may follow the name
+            if count is not None or not word.startswith("["):
+                raise refuse(f"unexpected {word!r} after the name")
+            count = int(word[1:-1].strip())
+        elif word == ".align":
+            number = next(words, None)
+            if number is None or not number.isdigit():
+                raise refuse("'.align' needs a byte count")
+            if align is not None:
+                raise refuse("two '.align's")
+            align = int(number)
+            if align <= 0 or align & (align - 1):
+                raise refuse(f"'.align {align}' is not a power of two")
+        elif word == ".ptr":
+            if is_ptr:
+                raise refuse("two '.ptr's")
             is_ptr = True
-        elif word.startswith(".") and word[1:] in _SPACES:
+        elif word[1:] in _SPACES and word.startswith("."):
+            if not is_ptr or space is not None:
+                raise refuse(f"a state space ({word}) must follow '.ptr', once")
             space = word[1:]
-        elif word.startswith(".") and word[1:] in SCALAR_TYPES:
+        elif word[1:] in SCALAR_TYPES and word.startswith("."):
             if type_ is not None:
-                raise ValueError(f".entry {entry}: two types in {declaration.strip()!r}")
+                raise refuse("two types")
             type_ = word[1:]
+        elif _NAME.fullmatch(word):
+            name = word
         else:
-            raise ValueError(f".entry {entry}: unknown word {word!r} in {declaration.strip()!r}")
-        i += 1
-    name = _NAME.fullmatch(words[-1]) if len(words) > 1 else None
+            raise refuse(f"unknown word {word!r}")
     if type_ is None or name is None:
-        raise ValueError(f".entry {entry}: cannot read {declaration.strip()!r} as "
-                         "'.param .type [.ptr [.space] [.align N]] name'")
-    count = int(name.group(2)) if name.group(2) is not None else None
+        raise refuse("no type" if type_ is None else "no parameter name")
     if is_ptr and type_ not in ("u32", "u64"):
-        raise ValueError(f".entry {entry}: '.ptr' needs a .u32 or .u64 parameter "
-                         f"(got .{type_} in {declaration.strip()!r})")
-    if space is not None and not is_ptr:
-        raise ValueError(f".entry {entry}: a state space without '.ptr' in "
-                         f"{declaration.strip()!r}")
-    if align is not None and (align <= 0 or align & (align - 1)):
-        raise ValueError(f".entry {entry}: '.align {align}' is not a power of two")
-    return Param(name=name.group(1), type=type_, count=count, is_ptr=is_ptr, space=space,
-                 align=align)
+        raise refuse(f"'.ptr' needs a .u32 or .u64 parameter (got .{type_})")
+    if is_ptr and count is not None:
+        raise refuse("'.ptr' on an array")
+    if count is not None and count <= 0:
+        raise refuse(f"an array of {count} elements")
+    return Param(name=name, type=type_, count=count, is_ptr=is_ptr, space=space, align=align)
+
+
+def _tokens(declaration: str, refuse: Callable[[str], PTXSignatureError]) -> list[str]:
+    """``.param .u64 .ptr.global.align 16 a`` -> ``['.param', '.u64', '.ptr', '.global',
+    '.align', '16', 'a']``: PTX lets attributes run together (PTX ISA 5.1.6.3)."""
+    tokens, position = [], 0
+    while True:
+        match = _TOKEN.match(declaration, position)
+        if match is None:
+            rest = declaration[position:].strip()
+            if rest:
+                raise refuse(f"unexpected text {rest[:20]!r}")
+            return tokens
+        tokens.append(match.group(1))
+        position = match.end()

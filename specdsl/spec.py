@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar
 import attrs
 import jinja2
 
-from .errors import SpecDefinitionError, SpecError, UnreadFieldWarning
+from .errors import NotASpecError, SpecDefinitionError, SpecError, UnreadFieldWarning
 from .fields import BAKED, LAUNCH, NONFINITE, canonical, make_coercer, role_of
 from .templating import CONTEXT_NAMES, TemplateFacts, environment, template_facts
 
@@ -212,12 +212,12 @@ def spec_info(obj: Any) -> SpecInfo:
     """The :class:`SpecInfo` of a spec class or request.
 
     Raises:
-        TypeError: ``obj`` is not a kernel spec.
+        NotASpecError: ``obj`` is not a kernel spec (a ``TypeError`` too).
     """
     cls = obj if isinstance(obj, type) else type(obj)
     info = cls.__dict__.get("__specdsl__")
     if not isinstance(info, SpecInfo):
-        raise TypeError(f"expected a @kernel_spec class or request, got {cls.__qualname__}")
+        raise NotASpecError(f"expected a @kernel_spec class or request, got {cls.__qualname__}")
     return info
 
 

@@ -23,7 +23,7 @@ import jinja2
 from jinja2 import meta
 
 from . import immediates
-from .errors import RenderError, UnsupportedTargetError
+from .errors import RenderError, TemplatesMissingError, UnsupportedTargetError
 
 __all__ = ["builtin_template_dir", "environment", "TemplateFacts", "template_facts",
            "CONTEXT_NAMES"]
@@ -33,13 +33,18 @@ CONTEXT_NAMES = frozenset({"target", "entry"})
 
 
 def builtin_template_dir() -> Path:
-    """The folder of specdsl's own templates: inside the wheel, or the checkout's ``templates/``."""
+    """The folder of specdsl's own templates: inside the wheel, or the checkout's ``templates/``.
+
+    Raises:
+        TemplatesMissingError: neither folder exists (a broken install).
+    """
     here = Path(__file__).resolve().parent
     for candidate in (here / "_templates", here.parent / "templates"):
         if candidate.is_dir():
             return candidate
-    raise RuntimeError(f"specdsl's templates are missing (looked in {here / '_templates'} "
-                       f"and {here.parent / 'templates'}): reinstall specdsl")
+    raise TemplatesMissingError(
+        f"specdsl's templates are missing (looked in {here / '_templates'} and "
+        f"{here.parent / 'templates'}): reinstall specdsl")
 
 
 def _require(condition: Any, message: str) -> str:

@@ -53,6 +53,20 @@ def test_misaligned_pointer_refused(vector_add):
         vector_add.values((0x1000, 0x2008, 0x3000, 4))
 
 
+def test_pointer_without_align_must_be_four_byte_aligned(launch_path):
+    """A '.ptr' declared without '.align' points to 4-byte-aligned memory (PTX ISA 5.1.6.3):
+    an address 2 bytes past a boundary is refused, one 4 bytes past is taken, on both the
+    compiled and the plain-Python launch path."""
+    packer = _packer(".param .u64 .ptr .global p")
+    seen = []
+    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    assert fire((0x1004,), (0, None), (1, 1, 1, 32, 1, 1, 0, None)) is None
+    assert seen == [(0x1004,)]
+    with pytest.raises(LaunchError, match=r"aligned to 4 bytes \(a \.ptr without \.align: PTX "
+                                          r"ISA 5\.1\.6\.3\); 0x1002 is 2 bytes past"):
+        fire((0x1002,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+
+
 def test_host_array_for_pointer_refused(vector_add):
     """A NumPy (host) array for a pointer parameter is refused as host memory."""
     with pytest.raises(LaunchError, match=r"'a'.*host memory"):
