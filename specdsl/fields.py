@@ -154,9 +154,10 @@ Coercer = Callable[[Any], Any]
 def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coercer:
     """Build the converter that checks and normalizes one field's value for type ``tp``.
 
-    Supported annotations: ``int``, ``float``, ``bool``, ``str``, enum classes (members
-    or their value/name strings), ``Literal[...]``, ``tuple[T, ...]``, ``tuple[T1, T2]``
-    and ``T | None``. Lists become tuples; other containers are refused.
+    Supported annotations: ``int``, ``float``, ``bool``, ``str``, enum classes (members,
+    their value/name strings, and whatever the enum's own ``_missing_`` lookup accepts:
+    ``DType``'s aliases and torch/NumPy dtypes), ``Literal[...]``, ``tuple[T, ...]``,
+    ``tuple[T1, T2]`` and ``T | None``. Lists become tuples; other containers are refused.
 
     Raises:
         SpecDefinitionError: (from the caller) for an unsupported annotation, via TypeError.
@@ -237,6 +238,9 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
         return str_
 
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        own_lookup = any("_missing_" in c.__dict__ for c in tp.__mro__
+                         if c not in (enum.Enum, enum.IntEnum, enum.Flag, enum.IntFlag))
+
         def enum_(v: Any) -> enum.Enum:
             if isinstance(v, tp):
                 return v
@@ -244,7 +248,15 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
                 for member in tp:
                     if v in (member.value, member.name, member.name.lower()):
                         return member
-            raise fail(v, f"a {_describe(tp)}")
+            reason = ""
+            if own_lookup:  # the enum's own lookup (DType: aliases, torch/NumPy dtypes)
+                try:
+                    return tp(v)
+                except SpecError as exc:
+                    reason = f": {exc}"
+                except (ValueError, TypeError):
+                    pass
+            raise SpecError(f"{fail(v, f'a {_describe(tp)}')}{reason}")
         return enum_
 
     raise TypeError(f"{label}: unsupported field type {tp!r} (use int, float, bool, str, "

@@ -84,6 +84,23 @@ def test_numpy_scalars_accepted():
     assert type(toy.n) is int and toy.n == 8 and toy.scale == 0.5
 
 
+def test_dtype_fields_take_aliases_and_foreign_dtypes():
+    """A DType field takes torch's and NumPy's names and NumPy dtypes."""
+    np = pytest.importorskip("numpy")
+    assert Toy(dtype="bfloat16").dtype is DType.BF16
+    assert Toy(dtype=np.float16).dtype is DType.F16
+    assert Toy(dtype=np.dtype("float32")).dtype is DType.F32
+    assert Toy(dtype="half") == Toy(dtype="f16")
+
+
+def test_dtype_field_says_why_a_name_is_ambiguous():
+    """An ambiguous dtype name is refused naming the field, the valid names and the reason."""
+    with pytest.raises(SpecError, match=r"^Toy.dtype must be a DType \('f32', 'f16', .*\) \(got "
+                                        r"'float', a str\): 'float' is refused: ambiguous: "
+                                        r"float32 in torch"):
+        Toy(dtype="float")
+
+
 def test_numpy_array_refused():
     """An array is not a scalar."""
     np = pytest.importorskip("numpy")
