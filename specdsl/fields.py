@@ -36,26 +36,47 @@ def _field(role: str, default: Any, validator: Any, converter: Any,
         validator = [_adapt_validator(v) for v in validator]
     elif validator is not None:
         validator = _adapt_validator(validator)
+    if isinstance(converter, (list, tuple)):  # as attrs >= 24.1 does; 23.1 takes no list
+        converter = attrs.converters.pipe(*converter)
     return attrs.field(
         default=default, validator=validator, converter=converter,
         metadata={ROLE: role, NONFINITE: allow_nonfinite, DOC: doc},
     )
 
 
-def _adapt_validator(validator: Any) -> Any:
-    """Accept ``check(value)`` as well as attrs' ``check(instance, attribute, value)``."""
+def _adapt_validator(validator: Any) -> Callable[[Any, Any, Any], None]:
+    """``validator`` as attrs calls it, ``check(instance, attribute, value)``, reading its
+    verdict: returning ``None`` or ``True`` accepts the value; returning ``False``
+    refuses it, as raising does; an ``AssertionError`` is a refusal like a
+    ``ValueError``; any other return (``0``, ``""``, a regex match) is refused as
+    ambiguous rather than guessed at. Takes plain ``check(value)`` functions too."""
     try:
         parameters = inspect.signature(validator).parameters.values()
     except (TypeError, ValueError):  # no signature to read: assume the attrs protocol
-        return validator
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    variadic = any(p.kind is p.VAR_POSITIONAL for p in parameters)
-    if len(positional) == 1 and not variadic:
-        def check(instance: Any, attribute: Any, value: Any) -> None:
-            validator(value)
-        check.__name__ = getattr(validator, "__name__", "check")
-        return check
-    return validator
+        value_only = False
+    else:
+        positional = [p for p in parameters
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        value_only = len(positional) == 1 and not any(
+            p.kind is p.VAR_POSITIONAL for p in parameters)
+    name = getattr(validator, "__qualname__", None) or repr(validator)
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        try:
+            verdict = validator(value) if value_only else validator(instance, attribute, value)
+        except AssertionError as exc:
+            raise ValueError(str(exc) or f"validator {name} failed an assert") from None
+        if verdict is None or verdict is True:
+            return
+        if is_bool_like(verdict):
+            if verdict:
+                return
+            raise ValueError(f"validator {name} returned False")
+        raise ValueError(f"validator {name} returned {verdict!r}; a validator accepts by "
+                         "returning None or True and refuses by returning False or raising")
+
+    check.__name__ = getattr(validator, "__name__", "check")
+    return check
 
 
 def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
@@ -64,11 +85,20 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
 
     Args:
         default: the value when the caller gives none.
-        validator: an attrs validator (or a list of them), e.g. ``attrs.validators.ge(1)``,
-            ``check(instance, attribute, value)``, or a plain ``check(value)``; a
-            ``ValueError`` or ``TypeError`` it raises becomes a :class:`SpecError`
-            naming the field and the value.
-        converter: applied before specdsl's own type coercion.
+        validator: a check, or a list of checks run in order: an attrs validator such
+            as ``attrs.validators.ge(1)``, any ``check(instance, attribute, value)``, or
+            a plain ``check(value)``. A check accepts the value by returning ``None`` or
+            ``True``; it refuses it by raising ``ValueError``, ``TypeError`` or
+            ``AssertionError``, or by returning ``False`` (a NumPy bool counts as a
+            bool). Any other return, such as ``0`` or a regex match, is refused as
+            ambiguous. Every refusal is a :class:`SpecError` naming the field, the value
+            and the check's reason.
+        converter: applied before specdsl's own type coercion: a callable
+            ``f(value)``, an ``attrs.Converter`` (attrs >= 24.1; ``takes_self=True``
+            passes the instance, whose earlier fields are set, and ``takes_field=True``
+            the field), or a list of these run in order (``attrs.converters.pipe``
+            alike). A ``ValueError``, ``TypeError`` or ``AssertionError`` it raises is a
+            :class:`SpecError`.
         allow_nonfinite: let a ``float`` field hold NaN and infinity (refused by default,
             since a template usually cannot render them meaningfully).
         doc: one line for ``specdsl list`` and the docs.

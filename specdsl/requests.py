@@ -101,8 +101,8 @@ def parse_request(cls: type, assignments: list[str]) -> Any:
     """Build a request of ``cls`` from ``["field=value", ...]``.
 
     Raises:
-        SpecError: a malformed assignment, an unknown field, or a bad value (naming
-            the field, the value and what was expected).
+        SpecError: a malformed assignment, an unknown or missing field, or a bad value
+            (naming the field, the value and what was expected).
     """
     info = spec_info(cls)
     hints = typing.get_type_hints(cls)
@@ -120,10 +120,7 @@ def parse_request(cls: type, assignments: list[str]) -> Any:
             raise SpecError(f"{cls.__qualname__}.{name} is given twice ({item!r}); give each "
                             "field once")
         values[name] = _parse_value(cls.__qualname__, name, hints[name], text.strip())
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a missing required field
-        raise SpecError(f"{cls.__qualname__}: {exc}") from None
+    return cls(**values)  # a missing required field: SpecArgumentError, naming the class
 
 
 def _format_value(value: Any) -> str:

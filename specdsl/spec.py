@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import keyword
+import linecache
 import sys
 import typing
 import warnings
@@ -12,7 +16,9 @@ from typing import Any, Callable, TypeVar
 import attrs
 import jinja2
 
-from .errors import NotASpecError, SpecDefinitionError, SpecError, UnreadFieldWarning
+from .errors import (
+    NotASpecError, SpecArgumentError, SpecDefinitionError, SpecError, UnreadFieldWarning,
+)
 from .fields import BAKED, LAUNCH, NONFINITE, canonical, make_coercer, role_of
 from .templating import CONTEXT_NAMES, TemplateFacts, environment, template_facts
 
@@ -78,6 +84,7 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
 
     def wrap(cls: T) -> T:
         name = cls.__qualname__
+        _refuse_made_classes(cls)
         search_path = _search_path(cls, template_dir)
         built = attrs.define(
             cls, frozen=True, slots=True, eq=True, order=False, cache_hash=True,
@@ -114,9 +121,109 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
             env=env, has_key=callable(getattr(built, "key", None)),
         )
         built.__specdsl__ = info
+        built.__init__ = _checked_init(built, built.__init__)
         return built
 
     return wrap
+
+
+def _refuse_made_classes(cls: type) -> None:
+    """A class that ``@attrs.define``, ``@attrs.frozen`` or ``@dataclass`` already made
+    cannot be made again (attrs fails with its own internals: "cache_hash", "custom
+    __setattr__"): say what to write instead."""
+    maker = ("attrs" if "__attrs_attrs__" in cls.__dict__ else
+             "dataclasses" if "__dataclass_fields__" in cls.__dict__ else None)
+    if maker is not None:
+        raise SpecDefinitionError(
+            f"{cls.__qualname__} is already a class made by {maker}: @kernel_spec makes the "
+            "frozen, slotted attrs class itself. Remove the @attrs.define / @attrs.frozen / "
+            "@dataclass decorator and declare each field with baked(...) or launch(...), "
+            "e.g. 'hidden: int = baked()'")
+
+
+def _checked_init(cls: type, init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` (attrs' generated ``__init__``) behind a generated ``__init__`` of the same
+    parameters that turns a bad call into a :class:`SpecArgumentError` naming the class
+    and the fields: a missing required field (its default becomes a sentinel), unknown
+    keywords (caught by ``**``) and too many positional values (caught by ``*``). One
+    plain call on the good path; the diagnosis runs only on a bad call. A field given
+    both by position and by keyword stays Python's ``TypeError`` (it names the field):
+    catching it would cost every request a ``*args, **kwargs`` repacking.
+
+    Generated as attrs generates ``__init__``, its source registered in ``linecache`` so
+    that tracebacks show it.
+    """
+    parameters = list(inspect.signature(init).parameters.values())[1:]  # after self
+    names: dict[str, Any] = {"_specdsl_init_": init, "_specdsl_missing_": _MISSING,
+                             "_specdsl_refuse_": functools.partial(_refuse_call, cls)}
+    positional, keyword, call, required = [], [], [], []
+    for i, param in enumerate(parameters):
+        if param.default is param.empty:
+            default = "_specdsl_missing_"
+            required.append(param.name)
+        else:
+            default = f"_specdsl_default_{i}_"
+            names[default] = param.default
+        if param.kind is param.KEYWORD_ONLY:
+            keyword.append(f"{param.name}={default}")
+            call.append(f"{param.name}={param.name}")
+        else:
+            positional.append(f"{param.name}={default}")
+            call.append(param.name)
+    signature = ", ".join(["self", *positional, "*_specdsl_extra_", *keyword,
+                           "**_specdsl_unknown_"])
+    bad = " or ".join(["_specdsl_extra_", "_specdsl_unknown_",
+                       *(f"{n} is _specdsl_missing_" for n in required)])
+    given = ", ".join(f"{n!r}: {n}" for n in required)
+    source = (f"def __init__({signature}):\n"
+              f"    if {bad}:\n"
+              f"        _specdsl_refuse_({len(positional)}, _specdsl_extra_, "
+              f"_specdsl_unknown_, {{{given}}})\n"
+              f"    _specdsl_init_(self, {', '.join(call)})\n")
+    filename = f"<specdsl __init__ {cls.__module__}.{cls.__qualname__} {id(cls):x}>"
+    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated, as attrs does
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    checked = names["__init__"]
+    checked.__qualname__ = f"{cls.__qualname__}.__init__"
+    checked.__doc__ = init.__doc__
+    checked.__wrapped__ = init  # inspect.signature(cls) shows attrs' own parameters
+    return checked
+
+
+class _Missing:
+    """The default of a required field in the checked ``__init__``: nobody gave it."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_MISSING = _Missing()
+
+
+def _refuse_call(cls: type, n_positional: int, extra: tuple, unknown: dict[str, Any],
+                 required: dict[str, Any]) -> None:
+    """Raise the :class:`SpecArgumentError` for a bad call of ``cls``."""
+    owner = cls.__qualname__
+    fields = [f for f in attrs.fields(cls) if f.init]
+    names = [getattr(f, "alias", None) or f.name.lstrip("_") for f in fields]
+    if extra:
+        by_position = [n for f, n in zip(fields, names) if not f.kw_only]
+        raise SpecArgumentError(
+            f"{owner} takes at most {n_positional} field value(s) by position "
+            f"({', '.join(by_position)}), got {n_positional + len(extra)}; name them: "
+            f"{owner}({by_position[0] if by_position else 'field'}=...)")
+    if unknown:
+        hints = [difflib.get_close_matches(k, names, n=1) for k in unknown]
+        guess = "".join(f"; did you mean {h[0]!r}?" for h in hints if h)
+        raise SpecArgumentError(
+            f"{owner} has no field {', '.join(map(repr, unknown))} (fields: "
+            f"{', '.join(names)}){guess}")
+    roles = {n: role_of(f) for f, n in zip(fields, names)}
+    missing = [n for n, value in required.items() if value is _MISSING]
+    raise SpecArgumentError(
+        f"{owner} is missing required field(s) "
+        f"{', '.join(f'{n!r} ({roles[n]})' for n in missing)} (no default): write "
+        f"{owner}({', '.join(f'{n}=...' for n in missing)})")
 
 
 def _search_path(cls: type, template_dir: str | Path | None) -> tuple[str, ...]:
@@ -154,38 +261,58 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
         raise SpecDefinitionError(str(exc)) from None
     user_converter = field.converter
     user_validator = field.validator
+    label = f"{owner}.{field.name}"
 
-    def convert(value: Any) -> Any:
-        if user_converter is not None:
-            try:
-                value = user_converter(value)
-            except SpecError:
-                raise
-            except (ValueError, TypeError) as exc:
-                raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: "
-                                f"{_reason(exc)}") from None
-        return coerce(value)
+    def refused(value: Any, exc: Exception) -> SpecError:
+        return SpecError(f"{label} = {value!r} is invalid: {_reason(exc)}")
 
     def validate(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         try:
             user_validator(instance, attribute, value)
         except SpecError:
             raise
-        except (ValueError, TypeError) as exc:
-            raise SpecError(f"{owner}.{field.name} = {value!r} is invalid: "
-                            f"{_reason(exc)}") from None
+        except (ValueError, TypeError, AssertionError) as exc:
+            raise refused(value, exc) from None
+
+    if _CONVERTER is not None and isinstance(user_converter, _CONVERTER):
+        # takes_self / takes_field: attrs passes the instance being made and the field
+        def convert_with(value: Any, instance: Any, attribute: Any) -> Any:
+            try:
+                value = user_converter(value, instance, attribute)
+            except SpecError:
+                raise
+            except (ValueError, TypeError, AssertionError) as exc:
+                raise refused(value, exc) from None
+            return coerce(value)
+        converter: Any = _CONVERTER(convert_with, takes_self=True, takes_field=True)
+    elif user_converter is not None:
+        def converter(value: Any) -> Any:
+            try:
+                value = user_converter(value)
+            except SpecError:
+                raise
+            except (ValueError, TypeError, AssertionError) as exc:
+                raise refused(value, exc) from None
+            return coerce(value)
+    else:
+        converter = coerce
 
     return field.evolve(
-        converter=convert,
+        converter=converter,
         validator=validate if user_validator is not None else None,
         eq=True, eq_key=canonical, hash=None,
     )
 
 
+#: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
+_CONVERTER: type | None = getattr(attrs, "Converter", None)
+
+
 def _reason(exc: Exception) -> str:
     # attrs' validators raise ValueError(message, attribute, expected, value): keep the message
     first = exc.args[0] if exc.args else ""
-    return first if isinstance(first, str) and len(exc.args) > 1 else str(exc)
+    text = first if isinstance(first, str) and len(exc.args) > 1 else str(exc)
+    return text or f"{type(exc).__name__} without a message"
 
 
 def _check_names(owner: str, template: str, facts: TemplateFacts,
