@@ -19,7 +19,8 @@ import attrs
 
 from .errors import SpecError
 
-__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "BAKED", "LAUNCH"]
+__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "is_ptx_text", "BAKED",
+           "LAUNCH"]
 
 ROLE = "specdsl.role"
 NONFINITE = "specdsl.allow_nonfinite"
@@ -103,6 +104,10 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
             since a template usually cannot render them meaningfully).
         doc: one line for ``specdsl list`` and the docs.
 
+    A ``str`` value (alone or inside a tuple) of a baked field must be one line of
+    printable ASCII: it is written into the PTX, where a newline would start a new
+    statement and a NUL would end the text nvJitLink compiles.
+
     Returns:
         An attrs field definition, to be assigned in a :func:`kernel_spec` class body.
     """
@@ -181,13 +186,17 @@ def _describe(tp: Any) -> str:
 Coercer = Callable[[Any], Any]
 
 
-def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coercer:
+def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
+                 ptx_text: bool = True) -> Coercer:
     """Build the converter that checks and normalizes one field's value for type ``tp``.
 
     Supported annotations: ``int``, ``float``, ``bool``, ``str``, enum classes (members,
     their value/name strings, and whatever the enum's own ``_missing_`` lookup accepts:
     ``DType``'s aliases and torch/NumPy dtypes), ``Literal[...]``, ``tuple[T, ...]``,
     ``tuple[T1, T2]`` and ``T | None``. Lists become tuples; other containers are refused.
+    With ``ptx_text`` (a baked field's values are written into the PTX) a ``str`` must be
+    one line of printable ASCII (see :func:`is_ptx_text`); a ``str`` subclass is taken as
+    its plain text.
 
     Raises:
         SpecDefinitionError: (from the caller) for an unsupported annotation, via TypeError.
@@ -204,7 +213,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
         members = [a for a in args if a is not type(None)]
         if len(members) != 1 or len(args) != 2:
             raise TypeError(f"{label}: only 'T | None' unions are supported (got {tp})")
-        inner = make_coercer(owner, name, members[0], allow_nonfinite)
+        inner = make_coercer(owner, name, members[0], allow_nonfinite, ptx_text)
         return lambda v: None if v is None else inner(v)
 
     if origin is Literal:
@@ -219,10 +228,10 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite)
+            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite, ptx_text)
             arity = None
         else:
-            items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite)
+            items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite, ptx_text)
                      for i, a in enumerate(args)]
             arity = len(items)
 
@@ -262,9 +271,13 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
     if tp is str:
         def str_(v: Any) -> str:
-            if isinstance(v, str):
-                return v
-            raise fail(v, "a str")
+            if not isinstance(v, str):
+                raise fail(v, "a str")
+            text = str.__str__(v)  # the plain text of a str subclass, not its __str__
+            if ptx_text and not is_ptx_text(text):
+                raise fail(v, "one line of printable ASCII text (a baked str is written "
+                              "into the PTX)")
+            return text
         return str_
 
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
@@ -291,6 +304,16 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
     raise TypeError(f"{label}: unsupported field type {tp!r} (use int, float, bool, str, "
                     "an Enum, Literal[...], tuple[...] or T | None)")
+
+
+def is_ptx_text(text: str) -> bool:
+    """Whether ``text`` may be written into PTX: one line of printable ASCII.
+
+    PTX source is ASCII and its lines end at a newline (PTX ISA 4.1 "Source Format"): a
+    newline in a value would start a new PTX statement (a whole ``.entry`` could be
+    injected), and a NUL ends the text nvJitLink reads.
+    """
+    return text.isascii() and text.isprintable()
 
 
 def is_bool_like(v: Any) -> bool:

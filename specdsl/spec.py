@@ -256,7 +256,7 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
             f"'{field.name}: float = {role}(...)' (int, float, bool, str, an Enum, ...)")
     try:
         coerce = make_coercer(owner, field.name, hints[field.name],
-                              field.metadata.get(NONFINITE, False))
+                              field.metadata.get(NONFINITE, False), ptx_text=role == BAKED)
     except TypeError as exc:  # the message already names owner.field
         raise SpecDefinitionError(str(exc)) from None
     user_converter = field.converter

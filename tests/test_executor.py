@@ -211,6 +211,18 @@ def test_compile_error_shows_the_ptx_lines():
     assert "VectorAdd" in str(error)
 
 
+def test_compile_refuses_ptx_holding_a_nul():
+    """PTX with a NUL is refused before nvJitLink, which would compile only the text before
+    it (while the signature is read from all of it); the error shows the line."""
+    from specdsl import render
+
+    ptx = render(VectorAdd()).replace("DONE:", "DONE:\x00\n.visible .entry hidden()\n{ ret; }", 1)
+    with pytest.raises(CompileError, match=r"holds a NUL character on line \d+: nvJitLink would "
+                                           r"compile only the text before it") as info:
+        compile_ptx(ptx, "sm_90", spec=VectorAdd())
+    assert "DONE:\\0" in info.value.excerpt and info.value.spec == VectorAdd()
+
+
 def test_ptx_excerpt_marks_the_line():
     """ptx_excerpt numbers lines and marks the reported one with '>'."""
     text = ptx_excerpt("a\nb\nc\nd\ne", 3, context=1)

@@ -479,3 +479,60 @@ def test_checked_init_keeps_the_signature_and_shows_in_tracebacks():
     except SpecError as exc:
         frames = traceback.extract_tb(exc.__traceback__)
     assert any(f.filename.startswith("<specdsl __init__") and f.line for f in frames)
+
+
+# -- text baked into PTX -------------------------------------------------------------------
+
+def _labelled(tmp_path):
+    (tmp_path / "label.ptx.j2").write_text(
+        '{% include "header.ptx.j2" %}\n// {{ label }} {{ tags | join(",") }}\n'
+        ".visible .entry {{ entry }}()\n{\n    ret;\n}\n")
+
+    @kernel_spec(template="label.ptx.j2", entry="label", template_dir=tmp_path)
+    class Label:
+        label: str = baked("plain")
+        tags: tuple[str, ...] = baked(())
+        note: str = launch("")
+
+    return Label
+
+
+@pytest.mark.parametrize("text", [
+    "x\n.visible .entry evil()\n{\n    ret;\n}", "a\rb", "cut\x00off", "tab\there", "caf\u00e9",
+    "\x7f",
+])
+def test_baked_str_must_be_one_printable_ascii_line(tmp_path, text):
+    """A baked str holding a newline (a second .entry), a NUL, a control character or
+    non-ASCII text is refused at construction: it would be written into the PTX."""
+    Label = _labelled(tmp_path)
+    with pytest.raises(SpecError, match=r"Label.label must be one line of printable ASCII "
+                                        r"text \(a baked str is written into the PTX\)"):
+        Label(label=text)
+
+
+def test_str_members_of_a_baked_tuple_are_checked(tmp_path):
+    """Each str inside a baked tuple obeys the same rule, named by its position."""
+    Label = _labelled(tmp_path)
+    with pytest.raises(SpecError, match=r"Label.tags\[\] must be one line of printable ASCII"):
+        Label(tags=("ok", "two\nlines"))
+    assert Label(tags=["a", "b c"]).tags == ("a", "b c")
+
+
+def test_str_subclass_is_taken_as_its_text(tmp_path):
+    """A str subclass whose __str__ says something else is stored as its plain text, so
+    the template prints what was checked."""
+    from specdsl import render
+
+    class Sneaky(str):
+        def __str__(self):
+            return "ok\n.visible .entry evil()\n{ ret; }"
+
+    Label = _labelled(tmp_path)
+    request = Label(label=Sneaky("ok"))
+    assert type(request.label) is str and request.label == "ok"
+    assert render(request).count(".entry") == 1
+
+
+def test_launch_str_is_not_written_into_ptx(tmp_path):
+    """A launch str never reaches the template, so it may hold any text."""
+    assert _labelled(tmp_path)(note="two\nlines").note == "two\nlines"
