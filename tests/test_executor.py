@@ -177,24 +177,27 @@ def test_failed_compile_is_not_cached(executor, monkeypatch):
 
 
 def test_failed_compile_reaches_every_waiting_thread(executor, monkeypatch):
-    """Threads waiting on a failing compile all get the CompileError."""
-    _counting_compile(monkeypatch, delay=0.2, fail_first=True)
+    """Four threads asking at once for a key whose compile fails: one compile, and every
+    thread (the one that compiled and the three waiting on it) gets that CompileError."""
+    calls = _counting_compile(monkeypatch, delay=0.3, fail_first=True)
     barrier = threading.Barrier(4)
-    errors = []
+    outcomes = []
 
     def worker():
         barrier.wait()
         try:
-            executor.ensure_module(VectorAdd(dtype="bf16"))
+            outcomes.append(executor.ensure_module(VectorAdd(dtype="bf16")))
         except CompileError as exc:
-            errors.append(exc)
+            outcomes.append(exc)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(errors) >= 1 and all("injected" in str(e) for e in errors)
+    assert len(calls) == 1
+    assert len(outcomes) == 4 and all(o is outcomes[0] for o in outcomes)
+    assert isinstance(outcomes[0], CompileError) and "injected" in str(outcomes[0])
 
 
 def test_compile_error_shows_the_ptx_lines():
