@@ -77,3 +77,21 @@ def test_missing_templates(tmp_path, monkeypatch):
     with pytest.raises(errors.TemplatesMissingError, match=r"specdsl's templates are missing "
                                                            r".*: reinstall specdsl"):
         templating.builtin_template_dir()
+
+
+def test_concepts_page_lists_every_error_with_its_bases():
+    """docs/concepts.md's error table names every error class, each with the classes it is
+    also (built-ins or specdsl errors), and those claims hold."""
+    import builtins
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "concepts.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", page, re.MULTILINE))
+    listed = sorted(c.__name__ for c in _error_classes()
+                    if issubclass(c, errors.SpecdslError) and c is not errors.SpecdslError)
+    assert sorted(rows) == listed
+    for name, bases in rows.items():
+        for base in re.findall(r"`(\w+)`", bases):
+            expected = getattr(errors, base, None) or getattr(builtins, base)
+            assert issubclass(getattr(errors, name), expected), (name, base)
