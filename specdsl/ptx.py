@@ -52,6 +52,8 @@ class Param:
         align: the ``.align`` value in bytes (the pointee's alignment for a ``.ptr``
             parameter, the parameter's own alignment otherwise), or ``None`` where the
             declaration gives none (see :attr:`pointee_align`).
+        slot_align: for a ``.ptr`` parameter, the ``.align`` written before its type (the
+            alignment of its own slot in the parameter buffer), or ``None``.
     """
 
     name: str
@@ -60,6 +62,7 @@ class Param:
     is_ptr: bool = False
     space: str | None = None
     align: int | None = None
+    slot_align: int | None = None
 
     @property
     def kind(self) -> str:
@@ -91,13 +94,15 @@ class Param:
         """Alignment of the parameter's slot in the parameter buffer, in bytes."""
         if self.count is not None or not self.is_ptr:
             # an .align on an array or a value parameter places its slot (PTX ISA 5.1.6.1);
-            # on a .ptr parameter it describes the pointee, not the slot
+            # on a .ptr parameter the one after .ptr describes the pointee (5.1.6.3) and
+            # only one before the type places the slot
             return max(self.align or 1, self.bits // 8)
-        return self.bits // 8
+        return max(self.slot_align or 1, self.bits // 8)
 
     def describe(self) -> str:
         """The declaration as PTX spells it, e.g. ``.u64 .ptr .global .align 16 a``."""
-        words = [f".{self.type}"]
+        words = [f".align {self.slot_align}", f".{self.type}"] if self.slot_align else [
+            f".{self.type}"]
         if self.is_ptr:
             words.append(".ptr")
             if self.space:
@@ -167,58 +172,78 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
 
 
 def _parse_param(entry: str, declaration: str) -> Param:
+    """One declaration, in the order nvJitLink requires: ``.param [.align N] .type
+    [.align N | .ptr [.space] [.align N]] name [[count]]``."""
     quoted = " ".join(declaration.split())
 
     def refuse(problem: str) -> PTXSignatureError:
         return PTXSignatureError(f".entry {entry}: {problem} in {quoted!r} (expected "
-                                 "'.param .type [.ptr[.space][.align N]] name' or "
+                                 "'.param [.align N] .type [.ptr[.space][.align N]] name' or "
                                  "'.param [.align N] .type name[count]')")
 
-    tokens = _tokens(declaration, refuse)
-    if not tokens or tokens[0] != ".param":
+    words = _tokens(declaration, refuse)
+    words.reverse()  # pop() takes the next word
+
+    def take(accept: Callable[[str], bool]) -> str | None:
+        return words.pop() if words and accept(words[-1]) else None
+
+    def alignment() -> int | None:
+        if take(lambda w: w == ".align") is None:
+            return None
+        number = take(str.isdigit)
+        if number is None:
+            raise refuse("'.align' needs a byte count")
+        if int(number) <= 0 or int(number) & (int(number) - 1):
+            raise refuse(f"'.align {number}' is not a power of two")
+        return int(number)
+
+    def misplaced(what: str) -> PTXSignatureError:  # the next word is not the expected one
+        word = words[-1] if words else None
+        if word is None:
+            return refuse(f"no {what}")
+        if word.startswith(".") and word[1:] in _SPACES:
+            return refuse(f"a state space ({word}) must follow '.ptr', once")
+        if word.startswith(".") and word[1:] in SCALAR_TYPES:
+            return refuse("two types")
+        if word in (".ptr", ".align"):
+            return refuse(f"'{word}' out of place (twice, or before the type)")
+        return refuse(f"unknown word {word!r}")
+
+    if take(lambda w: w == ".param") is None:
         raise refuse("expected '.param ...'")
-    type_ = space = align = name = count = None
-    is_ptr = False
-    words = iter(tokens[1:])
-    for word in words:
-        if name is not None:  # only '[count]' may follow the name
-            if count is not None or not word.startswith("["):
-                raise refuse(f"unexpected {word!r} after the name")
-            count = int(word[1:-1].strip())
-        elif word == ".align":
-            number = next(words, None)
-            if number is None or not number.isdigit():
-                raise refuse("'.align' needs a byte count")
-            if align is not None:
-                raise refuse("two '.align's")
-            align = int(number)
-            if align <= 0 or align & (align - 1):
-                raise refuse(f"'.align {align}' is not a power of two")
-        elif word == ".ptr":
-            if is_ptr:
-                raise refuse("two '.ptr's")
-            is_ptr = True
-        elif word[1:] in _SPACES and word.startswith("."):
-            if not is_ptr or space is not None:
-                raise refuse(f"a state space ({word}) must follow '.ptr', once")
-            space = word[1:]
-        elif word[1:] in SCALAR_TYPES and word.startswith("."):
-            if type_ is not None:
-                raise refuse("two types")
-            type_ = word[1:]
-        elif _NAME.fullmatch(word):
-            name = word
-        else:
-            raise refuse(f"unknown word {word!r}")
-    if type_ is None or name is None:
-        raise refuse("no type" if type_ is None else "no parameter name")
-    if is_ptr and type_ not in ("u32", "u64"):
-        raise refuse(f"'.ptr' needs a .u32 or .u64 parameter (got .{type_})")
+    lead = alignment()
+    type_ = take(lambda w: w.startswith(".") and w[1:] in SCALAR_TYPES)
+    if type_ is None:
+        raise misplaced("type")
+    trailing = alignment()
+    is_ptr = take(lambda w: w == ".ptr") is not None
+    space = pointee = None
+    if is_ptr:
+        if trailing is not None:
+            raise refuse("'.align' between the type and '.ptr' (write it after '.ptr')")
+        if type_[1:] not in ("u32", "u64"):
+            raise refuse(f"'.ptr' needs a .u32 or .u64 parameter (got {type_})")
+        space_word = take(lambda w: w.startswith(".") and w[1:] in _SPACES)
+        space = space_word[1:] if space_word else None
+        pointee = alignment()
+    elif lead is not None and trailing is not None:
+        raise refuse("two '.align's")
+    name = take(lambda w: _NAME.fullmatch(w) is not None)
+    if name is None:
+        raise misplaced("parameter name")
+    bracket = take(lambda w: w.startswith("["))
+    count = int(bracket[1:-1].strip()) if bracket else None
+    if words:
+        raise refuse(f"unexpected {words[-1]!r} after the name")
     if is_ptr and count is not None:
         raise refuse("'.ptr' on an array")
     if count is not None and count <= 0:
         raise refuse(f"an array of {count} elements")
-    return Param(name=name, type=type_, count=count, is_ptr=is_ptr, space=space, align=align)
+    if is_ptr:
+        return Param(name=name, type=type_[1:], is_ptr=True, space=space, align=pointee,
+                     slot_align=lead)
+    return Param(name=name, type=type_[1:], count=count,
+                 align=lead if lead is not None else trailing)
 
 
 def _tokens(declaration: str, refuse: Callable[[str], PTXSignatureError]) -> list[str]:

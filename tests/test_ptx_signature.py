@@ -132,6 +132,10 @@ SPELLINGS = [
     (".param .u32 a[4]", Param("a", "u32", count=4)),
     (".param .align 16 .u32 a[4]", Param("a", "u32", count=4, align=16)),
     (".param .align 4 .u32 a", Param("a", "u32", align=4)),
+    (".param .u32 .align 4 a", Param("a", "u32", align=4)),
+    (".param .align 8 .u64 .ptr a", Param("a", "u64", is_ptr=True, slot_align=8)),
+    (".param .align 16 .u64 .ptr.global.align 8 a",
+     Param("a", "u64", is_ptr=True, space="global", align=8, slot_align=16)),
 ]
 
 
@@ -147,25 +151,31 @@ def test_ptx_isa_spellings_assemble_and_parse(declaration, expected):
     (".param .u64 .ptr.global.align16 a", r"unknown word '\.align16'"),
     (".param .u64 .global a", r"a state space \(\.global\) must follow '\.ptr', once"),
     (".param .u64 .ptr.align 12 a", r"'\.align 12' is not a power of two"),
+    (".param .u64 .align 8 .ptr a", r"'\.align' between the type and '\.ptr'"),
+    (".param .u64 .ptr .align 8 .global a", r"a state space \(\.global\) must follow '\.ptr'"),
+    (".param .u64 .global .ptr a", r"a state space \(\.global\) must follow '\.ptr'"),
+    (".param .ptr .u64 a", r"'\.ptr' out of place"),
 ])
 def test_spellings_nvjitlink_refuses_are_refused(declaration, problem):
     """What nvJitLink refuses is refused here too, with the declaration quoted."""
     with pytest.raises(CompileError):
         compile_ptx(_module(declaration), "sm_90")
-    with pytest.raises(PTXSignatureError, match=problem + r" in '\.param"):
+    with pytest.raises(PTXSignatureError, match=problem + r".* in '\.param"):
         parse_entry(_module(declaration), "k")
 
 
 @pytest.mark.parametrize("declaration, problem", [
     (".param .f32 .ptr a", r"'\.ptr' needs a \.u32 or \.u64 parameter \(got \.f32\)"),
     (".param .u64 .ptr.global.align 16 a[2]", r"'\.ptr' on an array"),
-    (".param .u64 .ptr .ptr a", r"two '\.ptr's"),
-    (".param .u64 .align 8 .align 8 a", r"two '\.align's"),
+    (".param .u64 .ptr .ptr a", r"'\.ptr' out of place \(twice, or before the type\)"),
+    (".param .u64 .align 8 .align 8 a", r"'\.align' out of place"),
+    (".param .align 8 .u64 .align 8 a", r"two '\.align's"),
     (".param .u64 .ptr.global.const a", r"a state space \(\.const\) must follow '\.ptr', once"),
     (".param .u64 a b", r"unexpected 'b' after the name"),
     (".param .u64 a[0]", r"an array of 0 elements"),
     (".param .u64 16", r"unknown word '16'"),
-    (".param .ptr a", r"no type"),
+    (".param .ptr a", r"'\.ptr' out of place"),
+    (".param .u64", r"no parameter name"),
     (".param .u64 a+", r"unexpected text '\+'"),
 ])
 def test_declarations_without_a_meaning_are_refused(declaration, problem):
@@ -173,6 +183,15 @@ def test_declarations_without_a_meaning_are_refused(declaration, problem):
     even where ptxas is lenient (a float '.ptr')."""
     with pytest.raises(PTXSignatureError, match=problem):
         parse_entry(_module(declaration), "k")
+
+
+def test_align_before_a_pointer_places_its_slot():
+    """'.align 16' before a .ptr's type moves its slot in the parameter buffer; the one after
+    '.ptr' is the pointee's. describe() spells both where PTX puts them."""
+    first, second = parse_entry(_module(".param .u32 n, .param .align 16 .u64 .ptr.global"
+                                        ".align 8 p"), "k").params
+    assert (second.param_align, second.pointee_align) == (16, 8)
+    assert second.describe() == ".align 16 .u64 .ptr .global .align 8 p"
 
 
 def test_pointee_alignment_defaults_to_four_bytes():
