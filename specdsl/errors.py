@@ -32,7 +32,8 @@ class SpecdslError(Exception):
 
 
 class SpecError(SpecdslError, ValueError):
-    """A request (spec instance) has a field value that is not allowed.
+    """A request (spec instance) has a field value that is not allowed, or a value meant
+    for a field cannot be read (``DType.parse("f12")``).
 
     The message names the spec class, the field, the value and what was
     expected, e.g. ``RMSNorm.hidden must be a multiple of 8 (got 4100)``.

@@ -71,9 +71,15 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         template_dir: a folder searched before the built-in ``templates/``; a relative
             path is taken from the folder of the module that defines the class.
 
+    Making a request then raises :class:`SpecError` for a value a field refuses (its
+    type, a validator, a converter, a baked ``str`` that is not one line of printable
+    ASCII) and :class:`SpecArgumentError` for a bad call (a missing required field, an
+    unknown one, too many positional values), naming the class and the field.
+
     Raises:
         SpecDefinitionError: at class definition, naming the class, template and
-            variable: a field without a role or with an unsupported type, a reserved
+            variable: a class already made by ``@attrs.define``/``@attrs.frozen`` or
+            ``@dataclass``, a field without a role or with an unsupported type, a reserved
             field name, a missing template, a template that reads a launch field or a
             name that is neither a baked field nor ``target``/``entry``.
     """
@@ -274,28 +280,22 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
         except (ValueError, TypeError, AssertionError) as exc:
             raise refused(value, exc) from None
 
-    if _CONVERTER is not None and isinstance(user_converter, _CONVERTER):
-        # takes_self / takes_field: attrs passes the instance being made and the field
-        def convert_with(value: Any, instance: Any, attribute: Any) -> Any:
-            try:
-                value = user_converter(value, instance, attribute)
-            except SpecError:
-                raise
-            except (ValueError, TypeError, AssertionError) as exc:
-                raise refused(value, exc) from None
-            return coerce(value)
-        converter: Any = _CONVERTER(convert_with, takes_self=True, takes_field=True)
-    elif user_converter is not None:
-        def converter(value: Any) -> Any:
-            try:
-                value = user_converter(value)
-            except SpecError:
-                raise
-            except (ValueError, TypeError, AssertionError) as exc:
-                raise refused(value, exc) from None
-            return coerce(value)
-    else:
-        converter = coerce
+    # an attrs.Converter (takes_self / takes_field) is called with the instance and field
+    in_context = _CONVERTER is not None and isinstance(user_converter, _CONVERTER)
+
+    def convert(value: Any, instance: Any = None, attribute: Any = None) -> Any:
+        try:
+            value = (user_converter(value, instance, attribute) if in_context
+                     else user_converter(value))
+        except SpecError:
+            raise
+        except (ValueError, TypeError, AssertionError) as exc:
+            raise refused(value, exc) from None
+        return coerce(value)
+
+    converter: Any = coerce if user_converter is None else convert
+    if in_context:
+        converter = _CONVERTER(convert, takes_self=True, takes_field=True)
 
     return field.evolve(
         converter=converter,
