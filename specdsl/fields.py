@@ -48,9 +48,10 @@ def _field(role: str, default: Any, validator: Any, converter: Any,
 def _adapt_validator(validator: Any) -> Callable[[Any, Any, Any], None]:
     """``validator`` as attrs calls it, ``check(instance, attribute, value)``, reading its
     verdict: returning ``None`` or ``True`` accepts the value; returning ``False``
-    refuses it, as raising does; an ``AssertionError`` is a refusal like a
-    ``ValueError``; any other return (``0``, ``""``, a regex match) is refused as
-    ambiguous rather than guessed at. Takes plain ``check(value)`` functions too."""
+    refuses it, as raising ``ValueError``, ``TypeError`` or ``AssertionError`` does; any
+    other return (``0``, ``""``, a regex match) is refused as ambiguous rather than
+    guessed at. Every refusal is a :class:`SpecError` naming the class, the field and the
+    value. Takes plain ``check(value)`` functions too."""
     try:
         parameters = inspect.signature(validator).parameters.values()
     except (TypeError, ValueError):  # no signature to read: assume the attrs protocol
@@ -65,19 +66,34 @@ def _adapt_validator(validator: Any) -> Callable[[Any, Any, Any], None]:
     def check(instance: Any, attribute: Any, value: Any) -> None:
         try:
             verdict = validator(value) if value_only else validator(instance, attribute, value)
-        except AssertionError as exc:
-            raise ValueError(str(exc) or f"validator {name} failed an assert") from None
-        if verdict is None or verdict is True:
+        except SpecError:
+            raise
+        except (ValueError, TypeError, AssertionError) as exc:
+            reason = (f"validator {name} failed an assert" if isinstance(exc, AssertionError)
+                      and not exc.args else reason_of(exc))
+            raise refusal(type(instance), attribute.name, value, reason) from None
+        if verdict is None or verdict is True or (is_bool_like(verdict) and verdict):
             return
-        if is_bool_like(verdict):
-            if verdict:
-                return
-            raise ValueError(f"validator {name} returned False")
-        raise ValueError(f"validator {name} returned {verdict!r}; a validator accepts by "
-                         "returning None or True and refuses by returning False or raising")
+        reason = (f"validator {name} returned False" if is_bool_like(verdict) else
+                  f"validator {name} returned {verdict!r}; a validator accepts by returning "
+                  "None or True and refuses by returning False or raising")
+        raise refusal(type(instance), attribute.name, value, reason)
 
     check.__name__ = getattr(validator, "__name__", "check")
     return check
+
+
+def refusal(cls: type, field: str, value: Any, reason: str) -> SpecError:
+    """The :class:`SpecError` refusing ``value`` for ``cls.field``, with ``reason``."""
+    return SpecError(f"{cls.__qualname__}.{field} = {value!r} is invalid: {reason}")
+
+
+def reason_of(exc: Exception) -> str:
+    """A validator's or converter's exception as a reason: attrs' validators raise
+    ``ValueError(message, attribute, expected, value)``, of which the message is kept."""
+    first = exc.args[0] if exc.args else ""
+    text = first if isinstance(first, str) and len(exc.args) > 1 else str(exc)
+    return text or f"{type(exc).__name__} without a message"
 
 
 def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,

@@ -19,7 +19,9 @@ import jinja2
 from .errors import (
     NotASpecError, SpecArgumentError, SpecDefinitionError, SpecError, UnreadFieldWarning,
 )
-from .fields import BAKED, LAUNCH, NONFINITE, canonical, make_coercer, role_of
+from .fields import (
+    BAKED, LAUNCH, NONFINITE, canonical, make_coercer, reason_of, refusal, role_of,
+)
 from .templating import CONTEXT_NAMES, TemplateFacts, environment, template_facts
 
 __all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values"]
@@ -266,20 +268,6 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
     except TypeError as exc:  # the message already names owner.field
         raise SpecDefinitionError(str(exc)) from None
     user_converter = field.converter
-    user_validator = field.validator
-    label = f"{owner}.{field.name}"
-
-    def refused(value: Any, exc: Exception) -> SpecError:
-        return SpecError(f"{label} = {value!r} is invalid: {_reason(exc)}")
-
-    def validate(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-        try:
-            user_validator(instance, attribute, value)
-        except SpecError:
-            raise
-        except (ValueError, TypeError, AssertionError) as exc:
-            raise refused(value, exc) from None
-
     # an attrs.Converter (takes_self / takes_field) is called with the instance and field
     in_context = _CONVERTER is not None and isinstance(user_converter, _CONVERTER)
 
@@ -290,29 +278,18 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
         except SpecError:
             raise
         except (ValueError, TypeError, AssertionError) as exc:
-            raise refused(value, exc) from None
+            raise refusal(cls, field.name, value, reason_of(exc)) from None
         return coerce(value)
 
     converter: Any = coerce if user_converter is None else convert
     if in_context:
         converter = _CONVERTER(convert, takes_self=True, takes_field=True)
-
-    return field.evolve(
-        converter=converter,
-        validator=validate if user_validator is not None else None,
-        eq=True, eq_key=canonical, hash=None,
-    )
+    # validators (made by baked()/launch()) raise SpecError themselves
+    return field.evolve(converter=converter, eq=True, eq_key=canonical, hash=None)
 
 
 #: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
 _CONVERTER: type | None = getattr(attrs, "Converter", None)
-
-
-def _reason(exc: Exception) -> str:
-    # attrs' validators raise ValueError(message, attribute, expected, value): keep the message
-    first = exc.args[0] if exc.args else ""
-    text = first if isinstance(first, str) and len(exc.args) > 1 else str(exc)
-    return text or f"{type(exc).__name__} without a message"
 
 
 def _check_names(owner: str, template: str, facts: TemplateFacts,
