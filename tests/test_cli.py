@@ -462,3 +462,69 @@ def test_fuzz_never_a_traceback(fuzz_folder, verb, words):
     if code == 1:
         assert verb in ("diff", "verify", "check-keys", "run"), (verb, words)
 
+
+# --- the documented examples exit as their pages imply ---------------------------------------
+
+def implied_status(argv: list[str], shown: str) -> set[int]:
+    """The exit statuses a page's example implies, by docs/cli.md's table: an error line
+    means 2; a diff, FAIL, INCOMPLETE or an incomplete --json record means 1; any other
+    output 0; a command shown without output, 0 (for diff, either answer)."""
+    lines = shown.splitlines()
+    if any(ERROR_LINE.match(line) for line in lines):
+        return {2}
+    if argv[:1] == ["diff"]:  # a unified diff, or one line saying there is none
+        return {0, 1} if not shown else {0} if shown.startswith("identical") else {1}
+    if not shown:
+        return {0}
+    found = ("FAIL ", "INCOMPLETE ", '    "status": "incomplete"')
+    return {1} if any(line.startswith(found) for line in lines) else {0}
+
+
+PAGES = [Path(__file__).resolve().parents[1] / "README.md"] + sorted(
+    (Path(__file__).resolve().parents[1] / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_documented_commands_exit_as_shown(page, tmp_path, monkeypatch):
+    """Each specdsl command on a page exits with the status its shown output implies."""
+    import test_docs
+
+    shown: list[tuple[list[str], str]] = []
+    ran: list[tuple[list[str], int]] = []
+    commands, run_cli = test_docs.commands, test_docs._run_cli
+
+    def listed(block):
+        found = commands(block)
+        shown.extend((test_docs._specdsl_argv(command) or [], out) for _, command, out in found)
+        return found
+
+    def recorded(argv):
+        code, output = run_cli(argv)
+        ran.append((argv, code))
+        return code, output
+
+    monkeypatch.setattr(test_docs, "commands", listed)
+    monkeypatch.setattr(test_docs, "_run_cli", recorded)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+    try:
+        text = page.read_text()
+        if page.name == "README.md":
+            for block in test_docs.blocks(text):
+                if block.language == "console" and "gpu" not in block.flags:
+                    test_docs._check_console(test_docs.DOCS / ".." / page.name, block, [])
+        else:
+            test_docs.run_page(page, tmp_path)
+    finally:
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(tmp_path)):
+                del sys.modules[name]
+    wrong = []
+    for argv, code in ran:
+        at = next(i for i, (words, _) in enumerate(shown) if words == argv)
+        _, output = shown.pop(at)
+        if code not in implied_status(argv, output):
+            wrong.append(f"specdsl {' '.join(argv)}: exit {code}, the page implies "
+                         f"{sorted(implied_status(argv, output))}")
+    assert not wrong, "\n".join(wrong)
