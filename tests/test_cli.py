@@ -195,6 +195,15 @@ def test_an_unexpected_exception_is_one_line(capsys, monkeypatch):
     assert re.search(r"\(at .*specdsl/cli_keys\.py:\d+\)$", line)
 
 
+def test_interrupt_is_one_line_and_status_130(capsys, monkeypatch):
+    """Ctrl-C during a command: one 'interrupted' line and exit status 130, no traceback."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("specdsl.cli_keys.derived_key", interrupted)
+    assert run(capsys, "key", "vectoradd") == (130, "", "specdsl key: interrupted\n")
+
+
 def test_render_out_onto_a_file_is_refused(capsys, tmp_path):
     """render --out naming an existing file: one line, exit 2, the file untouched."""
     target = tmp_path / "taken.ptx"
