@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specdsl import render
-from specdsl.grid import representative_request
+from specdsl.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 from specdsl.ptx import Param, entry_names, parse_entry
 from specdsl.spec import spec_info
