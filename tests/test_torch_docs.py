@@ -41,6 +41,55 @@ def test_prefill_compiles_each_request_once(tmp_path):
     assert (again.compiles, again.disk_hits) == (0, 5)
 
 
+def test_torch_reference_ops_match_float64():
+    """The page's eager reference (TorchOps) computes what the kernels compute: RoPE (neox)
+    and FP8 quantization against specdsl's float64 references, on the CPU."""
+    import numpy as np
+
+    from specdsl.kernels import fp8_quant, rope
+    from specdsl.kernels._case import relative_error
+
+    ops = _run("class DecoderBlock")["TorchOps"]
+    generator = torch.Generator().manual_seed(0)
+    positions = torch.arange(1000, 1016)
+    q = torch.randn(16, 4 * 64, generator=generator).to(torch.bfloat16)
+    k = torch.randn(16, 2 * 64, generator=generator).to(torch.bfloat16)
+    rotated, _ = ops.rope(positions, q, k, 64, 500000.0)
+    expected = rope.reference(q.double().numpy().reshape(16, 4, 64), positions.numpy(),
+                              rotary_dim=64, theta=500000.0, style="neox")
+    assert relative_error(rotated.double().numpy().reshape(16, 4, 64), expected) < 1e-2
+    x = 3 * torch.randn(16, 512, generator=generator).to(torch.bfloat16)
+    codes, scale = ops.fp8_quant(x)
+    quotient, expected_scale = fp8_quant.reference(x.double().numpy())
+    assert np.allclose(scale.double().numpy().ravel(), expected_scale, rtol=1e-6, atol=0)
+    assert relative_error(codes.double().numpy(), quotient) < 4e-2
+
+
+def test_decoder_block_traces_in_one_graph():
+    """The page's block with specdsl's ops compiles with fullgraph=True (traced on the CPU
+    with fake tensors: every op in one graph; running it then refuses the CPU tensors)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    from specdsl import LaunchError
+
+    names = _run("class DecoderBlock")
+    block = names["DecoderBlock"](names["SpecdslOps"], device="cpu")
+    graphs = []
+
+    def record(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    torch._dynamo.reset()
+    compiled = torch.compile(block, fullgraph=True, backend=aot_autograd(fw_compiler=record))
+    with torch.no_grad(), pytest.raises(LaunchError, match="is on cpu"):
+        compiled(torch.arange(8), torch.randn(8, 2048).to(torch.bfloat16))
+    assert len(graphs) == 1
+    for op in ("rms_norm", "rotary_embedding", "fused_add_rms_norm", "silu_and_mul",
+               "dynamic_per_token_scaled_fp8_quant"):
+        assert f"specdsl.{op}.default" in graphs[0].code
+
+
 @pytest.fixture
 def device_executor():
     """Device 0's shared executor, put back after the test."""
