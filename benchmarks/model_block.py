@@ -76,7 +76,8 @@ def liger_ops(torch: Any, base: type) -> tuple[type | None, str]:
 
         @staticmethod
         def rope(positions, q, k, head_dim, theta):
-            """Hugging Face's layout: q (1, heads, tokens, head_dim), cos/sin (1, tokens, head_dim)."""
+            """Hugging Face's layout: q (1, heads, tokens, head_dim), cos and sin
+            (1, tokens, head_dim)."""
             tokens = q.shape[0]
             inv_freq = theta ** (-2.0 * torch.arange(head_dim // 2, device=q.device) / head_dim)
             angle = positions[:, None].float() * inv_freq

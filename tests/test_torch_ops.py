@@ -187,7 +187,8 @@ def test_fake_refuses_bad_input(fake, case):
     (lambda: sd.rotary_embedding(cuda(3, dtype=torch.int64), cuda(3, 2, 64), cuda(3, 64), 64,
                                  style="llama"), r"rotary_embedding: q of shape .*RoPE\.style"),
     (lambda: sd.silu_and_mul(cuda(3, 2 * 4100)), r"silu_and_mul: x of shape .*SiluMul\.d"),
-    (lambda: sd.scaled_fp8_quant(cuda(3, 4100)), r"scaled_fp8_quant: x of shape .*Fp8Quant\.hidden"),
+    (lambda: sd.scaled_fp8_quant(cuda(3, 4100)),
+     r"scaled_fp8_quant: x of shape .*Fp8Quant\.hidden"),
 ])
 def test_fake_refuses_what_the_kernel_refuses(fake, call, message):
     """A row length or value the kernel does not take is a SpecError already at trace time."""
@@ -231,6 +232,25 @@ def test_non_tensor_refused():
     """A non-tensor where the op's schema takes one is refused by torch before specdsl."""
     with pytest.raises((TypeError, RuntimeError)):
         sd.softmax([1.0, 2.0])
+
+
+@pytest.mark.parametrize("device,message", [
+    ("cpu", r"device = cpu is invalid: expected a CUDA device"),
+    (-1, r"device = -1 is invalid: expected a CUDA device"),
+    (object(), r"is invalid: expected a torch\.device, a string such as 'cuda:0'"),
+])
+def test_executor_refuses_what_is_not_a_cuda_device(device, message):
+    """specdsl.torch.executor names the device it was given and what it takes."""
+    with pytest.raises(LaunchError, match=message):
+        sd.executor(device)
+
+
+def test_use_executor_refuses_a_compile_only_executor():
+    """The ops need an executor with a device: a compile-only one is refused."""
+    from specdsl import Executor
+
+    with pytest.raises(LaunchError, match=r"expected an Executor with a device"):
+        sd.use_executor(Executor(None, target="sm_90", cache_dir="off"))
 
 
 # -- tracing -------------------------------------------------------------------------------

@@ -83,7 +83,8 @@ def test_rotary_embedding_values(dtype, style, rotary_dim):
     the float64 reference rotates them."""
     tokens, head_dim = 37, 128
     positions = torch.randint(0, 131072, (tokens,), device="cuda")
-    q, k = randn(tokens, 32, head_dim, dtype=dtype), randn(tokens, 8 * head_dim, dtype=dtype, seed=1)
+    q = randn(tokens, 32, head_dim, dtype=dtype)
+    k = randn(tokens, 8 * head_dim, dtype=dtype, seed=1)
     args = dict(rotary_dim=rotary_dim or head_dim, theta=500000.0, style=style)
     expected_q = rope.reference(f64(q), f64(positions), **args)
     expected_k = rope.reference(f64(k).reshape(tokens, 8, head_dim), f64(positions), **args)
@@ -146,7 +147,8 @@ def test_static_fp8_quant_values(dtype):
 def test_empty_inputs_give_empty_outputs():
     """Zero rows launch nothing and give empty results of the right shapes."""
     x = torch.empty(0, 4096, dtype=torch.bfloat16, device="cuda")
-    assert sd.rms_norm(x, torch.ones(4096, dtype=torch.bfloat16, device="cuda"), 1e-6).shape == (0, 4096)
+    weight = torch.ones(4096, dtype=torch.bfloat16, device="cuda")
+    assert sd.rms_norm(x, weight, 1e-6).shape == (0, 4096)
     q, scale = sd.scaled_fp8_quant(x)
     assert (q.shape, scale.shape) == ((0, 4096), (0, 1))
     assert sd.silu_and_mul(x).shape == (0, 2048)

@@ -18,7 +18,7 @@ def _check(x: torch.Tensor) -> None:
 
 
 def _request(x: torch.Tensor):
-    return _validate.request(_OP_NAME, f"x of shape {tuple(x.shape)}", specs.silu_and_mul,
+    return _validate.request(_OP_NAME, "x", x, specs.silu_and_mul,
                              x.shape[-1] // 2, x.dtype)
 
 

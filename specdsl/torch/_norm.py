@@ -29,7 +29,7 @@ def _check(op: str, x: torch.Tensor, weight: torch.Tensor,
 
 
 def _request(op: str, x: torch.Tensor, eps: float, fused: bool):
-    return _validate.request(op, f"x of shape {tuple(x.shape)}", specs.rms_norm,
+    return _validate.request(op, "x", x, specs.rms_norm,
                              x.shape[-1], eps, x.dtype, fused)
 
 

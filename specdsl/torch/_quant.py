@@ -28,7 +28,7 @@ def _check(x: torch.Tensor, scale: Optional[torch.Tensor] = None) -> None:
 
 
 def _request(x: torch.Tensor, static: bool):
-    return _validate.request(_OP_NAME, f"x of shape {tuple(x.shape)}", specs.scaled_fp8_quant,
+    return _validate.request(_OP_NAME, "x", x, specs.scaled_fp8_quant,
                              x.shape[-1], x.dtype, static)
 
 

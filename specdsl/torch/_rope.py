@@ -46,7 +46,7 @@ def _check(positions, q, k, head_dim):
 
 
 def _request(q, heads, head_dim, theta, style, rotary_dim):
-    return _validate.request(_OP_NAME, f"q of shape {tuple(q.shape)}", specs.rotary_embedding,
+    return _validate.request(_OP_NAME, "q", q, specs.rotary_embedding,
                              q.dtype, heads[0], heads[1], head_dim, rotary_dim, theta, style)
 
 

@@ -27,17 +27,21 @@ def _index(device: Any) -> int:
     if device is None:
         return torch.cuda.current_device()
     if isinstance(device, int) and not isinstance(device, bool):
-        if device < 0:
-            raise LaunchError(f"device = {device} is invalid: expected a CUDA device ordinal >= 0")
-        return device
-    try:
-        device = torch.device(device)
-    except (TypeError, RuntimeError):
-        raise LaunchError(f"device = {device!r} is invalid: expected a torch.device, a string "
-                          f"such as 'cuda:0', an ordinal or None") from None
-    if device.type != "cuda":
-        raise LaunchError(f"device = {device} is invalid: expected a CUDA device")
-    return device.index if device.index is not None else torch.cuda.current_device()
+        index = device
+    else:
+        try:
+            device = torch.device(device)
+        except (TypeError, RuntimeError):
+            raise LaunchError(f"device = {device!r} is invalid: expected a torch.device, a "
+                              f"string such as 'cuda:0', an ordinal or None") from None
+        if device.type != "cuda":
+            raise LaunchError(f"device = {device} is invalid: expected a CUDA device")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+    count = torch.cuda.device_count()
+    if not 0 <= index < count:
+        seen = f"ordinals 0 to {count - 1} are visible" if count else "no CUDA device is visible"
+        raise LaunchError(f"device = {index} is invalid: expected a CUDA device ({seen})")
+    return index
 
 
 def executor(device: Any = None) -> Executor:

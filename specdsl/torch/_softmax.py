@@ -10,7 +10,7 @@ _OP_NAME = "specdsl.torch.softmax"
 
 
 def _request(x: torch.Tensor, scale: float, split: int):
-    return _validate.request(_OP_NAME, f"x of shape {tuple(x.shape)}", specs.softmax,
+    return _validate.request(_OP_NAME, "x", x, specs.softmax,
                              x.shape[-1], scale, x.dtype, split)
 
 

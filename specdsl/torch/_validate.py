@@ -93,8 +93,9 @@ def concrete(*values: Any) -> bool:
     return not any(isinstance(v, _SYMBOLIC) for v in values)
 
 
-def request(op: str, context: str, build: Callable[..., R], *key: Any) -> R:
-    """``build(*key)``, a cached request; a refusal names the op and the shapes it came from.
+def request(op: str, name: str, t: torch.Tensor, build: Callable[..., R], *key: Any) -> R:
+    """``build(*key)``, a cached request; a refusal names the op and the shape of the tensor
+    ``name`` it came from (the message is only formatted on a refusal).
 
     Raises:
         SpecError: the kernel does not take these shapes or values.
@@ -102,4 +103,4 @@ def request(op: str, context: str, build: Callable[..., R], *key: Any) -> R:
     try:
         return build(*key)
     except SpecError as exc:
-        raise SpecError(f"{op}: {context}: {exc}") from None
+        raise SpecError(f"{op}: {name} of shape {tuple(t.shape)}: {exc}") from None

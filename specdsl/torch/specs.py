@@ -66,7 +66,7 @@ def softmax(cols: int, scale: float, dtype: torch.dtype, split: int = 1) -> Soft
 
 
 def softmax_split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> int:
-    """CTAs a row for :func:`softmax`: the kernel's :func:`~specdsl.kernels.softmax.suggested_split`.
+    """CTAs a row for :func:`softmax`, as :func:`~specdsl.kernels.softmax.suggested_split` says.
 
     A cluster of CTAs shares each row when rows are few and long (decode over a large
     vocabulary); ``sm_count`` is the device's SM count, or 0 where the device has no
