@@ -21,12 +21,15 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-import specdsl.torch as sd
-from specdsl import Executor
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import specdsl.torch as sd  # noqa: E402
+from specdsl import Executor  # noqa: E402
 
 
 def first_pass(device: torch.device) -> float:
