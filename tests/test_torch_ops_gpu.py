@@ -154,6 +154,23 @@ def test_empty_inputs_give_empty_outputs():
     assert sd.silu_and_mul(x).shape == (0, 2048)
 
 
+def test_inference_mode():
+    """The ops run under torch.inference_mode, the in-place update included."""
+    with torch.inference_mode():
+        x, residual, weight = randn(4, 1024), randn(4, 1024, seed=1), randn(1024, seed=2) + 1
+        expected_sum = (x.float() + residual.float()).to(torch.bfloat16)
+        y = sd.fused_add_rms_norm(x, residual, weight, 1e-6)
+    assert y.is_inference() and torch.equal(residual, expected_sum)
+
+
+def test_no_backward():
+    """The ops are for inference: a backward through one is refused by torch."""
+    x = randn(4, 1024).requires_grad_()
+    y = sd.rms_norm(x, randn(1024, seed=1), 1e-6)
+    with pytest.raises(RuntimeError, match="autograd"):
+        y.float().sum().backward()
+
+
 # -- opcheck ------------------------------------------------------------------------------
 
 
