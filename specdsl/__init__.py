@@ -7,6 +7,9 @@ hand-written keys are proven at run time by a ledger and before run time by
 ``specdsl check-keys``.
 """
 
+# First: under `python -m specdsl` it takes the working folder off sys.path, so that
+# nothing lying there shadows what specdsl imports next.
+from . import working_folder as _working_folder  # noqa: F401
 from .dtype import DType
 from .errors import (
     CacheDirError,

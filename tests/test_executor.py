@@ -15,7 +15,7 @@ from specdsl import (
     key_checking,
 )
 from specdsl.compile import compile_ptx, ptx_excerpt
-from specdsl.grid import representative_request
+from specdsl.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 
 from handkeyed import HandKeyedAdd

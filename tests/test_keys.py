@@ -228,3 +228,24 @@ def test_flag_combinations_without_names_stay_apart():
 
     assert canonical(Flags(0)) != canonical(Flags(4)) != canonical(Flags(8))
     assert canonical(Flags.A | Flags.B) == canonical(Flags(3))
+
+
+@pytest.mark.parametrize("spec, target", [(Toy(), "sm_90"), (Toy(offset=-0.0, mode=True),
+                                                            "sm_90a"),
+                                           (VectorAdd(dtype="bf16"), "sm_90")])
+def test_key_is_the_hash_of_its_inputs(spec, target):
+    """derived_key is one SHA-256 over key_inputs' labelled, length-prefixed pairs (an
+    independent rewrite of docs/keys.md's recipe), which name every baked field in order."""
+    import hashlib
+
+    from specdsl.keys import KEY_SCHEMA, key_inputs
+    from specdsl.spec import spec_info
+
+    inputs = key_inputs(spec, target)
+    h = hashlib.sha256()
+    for label, value in inputs:
+        h.update(f"{label}:{len(value.encode())}:".encode() + value.encode())
+    info = spec_info(spec)
+    assert derived_key(spec, target) == f"{info.entry}-{h.hexdigest()[:DIGEST_HEX]}"
+    assert inputs[0] == ("schema", KEY_SCHEMA) and ("target", target) in inputs
+    assert [label for label, _ in inputs[8:]] == [f"baked.{n}" for n in info.baked]

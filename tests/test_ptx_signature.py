@@ -7,7 +7,7 @@ import pytest
 from specdsl import PTXSignatureError, render
 from specdsl.compile import compile_ptx
 from specdsl.errors import CompileError
-from specdsl.grid import representative_request
+from specdsl.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 from specdsl.ptx import Param, entry_names, parse_entry
 from specdsl.spec import spec_info
