@@ -12,15 +12,22 @@ hand-written keys are proven at run time by a ledger and before run time by
 from . import working_folder as _working_folder  # noqa: F401
 from .dtype import DType
 from .errors import (
+    CacheDirError,
+    CheckingSwitchError,
     CompileError,
     IncompleteKeyError,
     LaunchError,
+    NotASpecError,
+    PTXSignatureError,
     RenderError,
+    SpecArgumentError,
     SpecDefinitionError,
     SpecdslError,
     SpecError,
     TargetError,
+    TemplatesMissingError,
     UnreadFieldWarning,
+    UnsupportedTargetError,
 )
 from .executor import Executor
 from .fields import baked, launch
@@ -37,6 +44,8 @@ __all__ = [
     "render", "derived_key", "hand_key",
     "key_checking", "suspend_key_proof", "KeyLedger",
     "Executor",
-    "SpecdslError", "SpecError", "SpecDefinitionError", "TargetError",
-    "RenderError", "CompileError", "LaunchError", "IncompleteKeyError", "UnreadFieldWarning",
+    "SpecdslError", "SpecError", "SpecArgumentError", "SpecDefinitionError", "NotASpecError",
+    "TargetError", "RenderError", "UnsupportedTargetError", "TemplatesMissingError",
+    "CompileError", "PTXSignatureError", "LaunchError", "IncompleteKeyError",
+    "CheckingSwitchError", "CacheDirError", "UnreadFieldWarning",
 ]

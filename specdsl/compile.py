@@ -86,12 +86,22 @@ def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None) -
         spec: the request the PTX came from, for the error message.
 
     Raises:
-        CompileError: nvJitLink rejected the PTX; carries the log, the spec and the
-            PTX lines around the first line the log reports.
+        CompileError: nvJitLink rejected the PTX, or the PTX holds a NUL character
+            (nvJitLink reads a C string: it would compile only the text before the NUL,
+            while the kernel's signature is read from all of it); carries the log, the
+            spec and the PTX lines around the first line the log reports.
     """
     from cuda.core import Linker, LinkerOptions, ObjectCode
 
     target = Target.parse(target)
+    nul = ptx.find("\x00")
+    if nul >= 0:
+        line = ptx.count("\n", 0, nul) + 1
+        excerpt = ptx_excerpt(ptx.replace("\x00", "\\0"), line)
+        what = f"{spec!r}" if spec is not None else "PTX"
+        raise CompileError(f"{what} holds a NUL character on line {line}: nvJitLink would "
+                           f"compile only the text before it\n{excerpt}",
+                           log="", spec=spec, ptx=ptx, excerpt=excerpt)
     started = time.perf_counter()
     linker = None
     try:

@@ -41,7 +41,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .errors import SpecdslError
+from .errors import CacheDirError  # defined with every other error; re-exported here
 
 __all__ = ["DiskCache", "disk_key", "ptx_key", "resolve_cache_dir", "prepare_folder",
            "DISK_SCHEMA", "ENV_VAR", "MAGIC", "PTX_MAGIC"]
@@ -55,10 +55,6 @@ PTX_MAGIC = b"SPECDSL-PTX/1\n\0\0"
 _HEADER = struct.Struct(">16s32s32sQ")
 _ELF = b"\x7fELF"
 _OFF = ("off", "0", "none", "false", "no")
-
-
-class CacheDirError(SpecdslError, OSError):
-    """The disk cache folder cannot be used (not a folder, or unsafe)."""
 
 
 def _field(h: Any, label: str, value: str) -> None:

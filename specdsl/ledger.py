@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import attrs
 
-from .errors import IncompleteKeyError, SpecdslError
+from .errors import CheckingSwitchError, IncompleteKeyError  # CheckingSwitchError: re-exported
 from .fields import canonical
 from .keys import derived_key
 from .render import render
@@ -40,10 +40,6 @@ __all__ = [
 
 #: The environment variable that overrides the default (``__debug__``): ``0`` or ``1``.
 ENV_VAR = "SPECDSL_CHECK_KEYS"
-
-
-class CheckingSwitchError(SpecdslError, ValueError):
-    """``SPECDSL_CHECK_KEYS`` holds something other than ``0`` or ``1``."""
 
 
 # ---------------------------------------------------------------------------------------

@@ -135,23 +135,21 @@ def parse_assignments(cls: type, assignments: list[str]) -> dict[str, Any]:
 
 
 def build_request(cls: type, values: dict[str, Any]) -> Any:
-    """``cls(**values)``, with a missing required field reported as a :class:`SpecError`.
+    """``cls(**values)``.
 
     Raises:
-        SpecError: a missing required field, or a value a field refuses.
+        SpecError: a value a field refuses, or a missing required field (a
+            :class:`~specdsl.errors.SpecArgumentError`, which names the class and field).
     """
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a missing required field
-        raise SpecError(f"{cls.__qualname__}: {exc}") from None
+    return cls(**values)
 
 
 def parse_request(cls: type, assignments: list[str]) -> Any:
     """Build a request of ``cls`` from ``["field=value", ...]``.
 
     Raises:
-        SpecError: a malformed assignment, an unknown field, or a bad value (naming
-            the field, the value and what was expected).
+        SpecError: a malformed assignment, an unknown or missing field, or a bad value
+            (naming the field, the value and what was expected).
     """
     return build_request(cls, parse_assignments(cls, assignments))
 

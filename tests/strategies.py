@@ -60,3 +60,22 @@ def variations(draw: st.DrawFn, base: Any) -> Any:
         from hypothesis import reject
 
         reject()
+
+
+@st.composite
+def launch_variations(draw: st.DrawFn, base: Any) -> Any:
+    """``base`` with its launch fields redrawn from :func:`field_pools` (baked fields kept):
+    a request that must share ``base``'s derived key and PTX."""
+    from specdsl.spec import spec_info
+
+    cls = type(base)
+    pools = field_pools(cls)
+    values = {f.name: getattr(base, f.name) for f in attrs.fields(cls)}
+    for name in spec_info(cls).launch:
+        values[name] = draw(st.sampled_from(pools[name]))
+    try:
+        return cls(**values)
+    except SpecError:
+        from hypothesis import reject
+
+        reject()

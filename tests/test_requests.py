@@ -67,8 +67,9 @@ def test_parse_errors_name_the_field(words, message):
 
 
 def test_missing_required_field_is_a_spec_error():
-    """A request without its required field is a SpecError, not a TypeError."""
-    with pytest.raises(SpecError, match="RMSNorm: .*hidden"):
+    """A request without its required field is a SpecError naming the class once and the
+    field."""
+    with pytest.raises(SpecError, match=r"^RMSNorm is missing required field\(s\) 'hidden'"):
         parse_request(RMSNorm, ["eps=1e-5"])
 
 
