@@ -41,7 +41,8 @@ def test_golden_bf16_dynamic():
 
 def test_needs_sm_89():
     """Rendering for a target without cvt...e4m3x2 is refused."""
-    with pytest.raises(RenderError, match="cvt.rn.satfinite.e4m3x2.f32 needs sm_89 or newer"):
+    with pytest.raises(RenderError, match=r"cvt.rn.satfinite.e4m3x2.f32 needs sm_90 or newer, "
+                                          r"or sm_89 with PTX ISA 8.1"):
         render(Fp8Quant(), "sm_80")
 
 

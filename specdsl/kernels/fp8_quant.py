@@ -48,8 +48,9 @@ class Fp8Quant:
     """Quantize ``x`` ``[tokens, hidden]`` to OCP FP8 E4M3 codes ``q`` with f32 scales.
 
     ``q[t, j] = saturate(x[t, j] / scale)`` (round to nearest even, saturating at
-    +-448: ``cvt.rn.satfinite.e4m3x2.f32``, PTX ISA "cvt", sm_89 or newer), computed
-    as ``x * (1 / scale)`` with an IEEE reciprocal. Dequantize with ``q * scale``.
+    +-448: ``cvt.rn.satfinite.e4m3x2.f32``, PTX ISA "cvt": sm_90 or newer, or sm_89 with
+    PTX ISA 8.1, ``Target(89, ptx_version=(8, 1))``), computed as ``x * (1 / scale)``
+    with an IEEE reciprocal. Dequantize with ``q * scale``.
 
     ``scale_mode``:
 
