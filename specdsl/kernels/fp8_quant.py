@@ -50,7 +50,8 @@ class Fp8Quant:
     ``q[t, j] = saturate(x[t, j] / scale)`` (round to nearest even, saturating at
     +-448: ``cvt.rn.satfinite.e4m3x2.f32``, PTX ISA "cvt": sm_90 or newer, or sm_89 with
     PTX ISA 8.1, ``Target(89, ptx_version=(8, 1))``), computed as ``x * (1 / scale)``
-    with an IEEE reciprocal. Dequantize with ``q * scale``.
+    with an IEEE reciprocal. Dequantize with ``q * scale``. The row max is one CTA
+    reduction (``templates/reduce.ptx.j2``), right for every ``block``.
 
     ``scale_mode``:
 
