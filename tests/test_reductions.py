@@ -158,7 +158,7 @@ def test_kernel_reductions_every_accepted_block(name):
 
 
 @pytest.mark.parametrize("split", [2, 3, 8])
-@pytest.mark.parametrize("op", ["max", "add"])
+@pytest.mark.parametrize("op", ["max", "min", "add"])
 def test_cluster_reduction(split, op):
     """Softmax's cluster reduction gives every thread of every CTA the reduction of the
     CTAs' values, with the extreme in any CTA, in either order."""
