@@ -217,6 +217,14 @@ def test_gpu_dynamic_scale_odd_warp_counts(block):
     assert errors["scale"] <= 1e-6 and errors["q"] <= case.tolerance, errors
 
 
+def test_reference_ignores_nan_in_the_row_max():
+    """The dynamic reference's row max skips NaN (as the kernel's max.f32 and vLLM's
+    fmaxf); a NaN quotient stays NaN; an infinity gives scale inf."""
+    q, scale = reference(np.array([[np.nan, 2.0, -448.0], [np.inf, 1.0, -1.0]]))
+    np.testing.assert_array_equal(scale, [1.0, np.inf])
+    np.testing.assert_array_equal(q, [[np.nan, 2.0, -448.0], [np.nan, 0.0, -0.0]])
+
+
 def test_reduction_reads_only_the_warps_partials():
     """Every block size's PTX reads the warps' partials with one guarded scalar load a
     lane (reduce.ptx.j2), never the vector loads of before that skipped or overran them."""
