@@ -79,8 +79,7 @@ def run(lines: list[str], *, ctas: int, threads: int, registers: dict[str, np.nd
     bases = {name: 16 * i * 1024 for i, name in enumerate(sorted(shared))}
     memory = {(k, name): np.zeros((cases, size)) for k in range(ctas)
               for name, size in shared.items()}
-    written = {key: np.zeros(size, dtype=bool) for key, size in
-               ((key, value.shape[1]) for key, value in memory.items())}
+    written = {key: np.zeros(value.shape[1], dtype=bool) for key, value in memory.items()}
     phases, current = [], []
     for raw in lines:
         code = raw.split("//")[0].strip()
