@@ -1,4 +1,4 @@
-"""Every built-in request `specdsl verify --grid` walks, on every target `Target.parse`
+"""Every built-in request `specdsl verify --variants` walks, on every target `Target.parse`
 accepts: it assembles with the installed nvJitLink, or it is refused up front."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from specdsl import CompileError, RenderError, Target, TargetError, kernels, render
 from specdsl.compile import check_toolchain_target, compile_ptx, toolchain_version
 from specdsl.errors import UnsupportedTargetError
-from specdsl.grid import spec_grid
+from specdsl.variants import spec_variants
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
 from specdsl.target import known_targets
 
-REQUESTS = [request for cls in kernels.ALL for request in spec_grid(cls)]
+REQUESTS = [request for cls in kernels.ALL for request in spec_variants(cls)]
 
 
 def _proven(cache, target: Target) -> set[str]:
@@ -23,8 +23,8 @@ def _proven(cache, target: Target) -> set[str]:
 
 
 @pytest.mark.parametrize("target", known_targets(), ids=str)
-def test_grid_assembles_or_is_refused(target, pytestconfig):
-    """Each grid request renders and assembles for the target, or is refused with
+def test_variants_assemble_or_are_refused(target, pytestconfig):
+    """Each variant request renders and assembles for the target, or is refused with
     UnsupportedTargetError (render) or TargetError (nvJitLink lacks the target): never
     a CompileError from ptxas.
 
