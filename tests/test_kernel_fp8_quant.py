@@ -7,7 +7,7 @@ import pytest
 
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import Fp8Quant
-from specdsl.kernels._case import Output
+from specdsl.kernels._case import Output, from_bits, to_bits
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
 
 from golden import check_golden
