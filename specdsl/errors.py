@@ -17,6 +17,8 @@ __all__ = [
     "LaunchError",
     "IncompleteKeyError",
     "UnreadFieldWarning",
+    "ConfigError",
+    "CacheWarning",
 ]
 
 
@@ -120,4 +122,24 @@ class UnreadFieldWarning(UserWarning):
 
     Every value of such a field renders the same PTX under its own derived key:
     redundant compiles. Make it a ``launch(...)`` field, or read it in the template.
+    """
+
+
+class ConfigError(SpecdslError, ValueError):
+    """A setting holds a value specdsl cannot take: a ``SPECDSL_*`` environment variable
+    (``SPECDSL_PURE_PYTHON=maybe``) or a field of an options object
+    (``CompileOptions(max_registers=8)``).
+
+    The message names the variable or field, the value and what is accepted; see
+    ``docs/environment.md`` for every variable.
+    """
+
+
+class CacheWarning(RuntimeWarning):
+    """A specdsl cache cannot be used as it is, and specdsl carries on without it.
+
+    Raised as a warning, once per folder and problem: a folder others can write (made
+    private), a folder that cannot be created or written (a read-only or full disk), or
+    one that is refused (another user's). The cache is only a speed-up: rendering,
+    compiling and launching work the same without it.
     """
