@@ -7,9 +7,12 @@ hand-written keys are proven at run time by a ledger and before run time by
 ``specdsl check-keys``.
 """
 
+from .compile import CompileOptions
 from .dtype import DType
 from .errors import (
+    CacheWarning,
     CompileError,
+    ConfigError,
     IncompleteKeyError,
     LaunchError,
     RenderError,
@@ -33,7 +36,8 @@ __all__ = [
     "kernel_spec", "baked", "launch", "DType", "Target",
     "render", "derived_key", "hand_key",
     "key_checking", "suspend_key_proof", "KeyLedger",
-    "Executor",
+    "Executor", "CompileOptions",
     "SpecdslError", "SpecError", "SpecDefinitionError", "TargetError",
     "RenderError", "CompileError", "LaunchError", "IncompleteKeyError", "UnreadFieldWarning",
+    "ConfigError", "CacheWarning",
 ]
