@@ -140,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fail when an entry uses more than N registers per thread")
     p.add_argument("--json", action="store_true",
                    help="print a JSON array, one object per request")
+    # nvJitLink options (specdsl.compile.CompileOptions, as Executor(compile_options=...))
+    p.add_argument("--lineinfo", action="store_true",
+                   help="compile with -lineinfo (line information for profilers)")
+    p.add_argument("--maxrregcount", type=int, default=None, metavar="N",
+                   help="compile with -maxrregcount=N: at most N registers per thread (24-255)")
+    p.add_argument("-g", "--debug", action="store_true",
+                   help="compile with -g (debug information; optimisation off)")
 
     def count(text: str) -> int:
         if not text.isdigit():

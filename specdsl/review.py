@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import attrs
 
-from .compile import compile_ptx
-from .errors import CompileError, RenderError, SpecError, UnsupportedTargetError
+from .compile import CompileOptions, compile_ptx
+from .errors import CompileError, ConfigError, RenderError, SpecError, UnsupportedTargetError
 from .grid import pinned_grid, representative_request, spec_grid
 from .keys import derived_key
 from .render import render
@@ -337,11 +337,13 @@ class Verified:
 
 
 def verify_request(request: Any, target: Target | str, *, no_spills: bool = False,
-                   max_registers: int | None = None) -> Verified:
+                   max_registers: int | None = None,
+                   compile_options: CompileOptions | None = None) -> Verified:
     """Render and compile ``request`` for ``target`` with nvJitLink; check the limits.
 
     A render or compile failure is returned (``error`` and one violation), not
-    raised, so a grid run reports every failing request.
+    raised, so a grid run reports every failing request. ``compile_options`` are
+    nvJitLink's (``-lineinfo``, ``-maxrregcount``, ``-g``); none by default.
 
     Raises:
         CompileError: nvJitLink's log has no resource report for the spec's entry.
@@ -349,7 +351,8 @@ def verify_request(request: Any, target: Target | str, *, no_spills: bool = Fals
     target = Target.parse(target)
     key = derived_key(request, target)
     try:
-        compiled = compile_ptx(render(request, target), target, spec=request)
+        compiled = compile_ptx(render(request, target), target, spec=request,
+                               options=compile_options)
     except UnsupportedTargetError as exc:
         return Verified(request, target, key, (), 0.0, (), skipped=exc.reason)
     except (RenderError, CompileError) as exc:
@@ -441,8 +444,14 @@ def command_verify(args: argparse.Namespace) -> int:
 
     Raises:
         SpecError: an unknown spec or field, an invalid value, or a bad limit.
+        ConfigError: a bad ``--maxrregcount``.
     """
     target = Target.parse(args.target)
+    try:
+        options = CompileOptions(lineinfo=args.lineinfo, max_registers=args.maxrregcount,
+                                 debug=args.debug)
+    except ConfigError as exc:
+        raise ConfigError(f"--maxrregcount {args.maxrregcount}: {exc}") from None
     if args.max_registers is not None and args.max_registers < 1:
         raise SpecError(f"--max-registers must be a positive int (got {args.max_registers})")
     words = list(args.specs) or list(builtin_specs())
@@ -454,7 +463,8 @@ def command_verify(args: argparse.Namespace) -> int:
             print(f"[{index}/{len(requests)}] {request_label(request)}", file=sys.stderr,
                   flush=True)
         results.append(verify_request(request, target, no_spills=args.no_spills,
-                                      max_registers=args.max_registers))
+                                      max_registers=args.max_registers,
+                                      compile_options=options))
     failed = [r for r in results if r.violations]
     if args.json:
         json.dump([_as_json(r) for r in results], sys.stdout, indent=2)

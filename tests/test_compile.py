@@ -132,3 +132,58 @@ def test_version_read_from_a_compiler_binary(tmp_path):
     assert _embedded_version(str(binary)) == "13.5.37 cuda_13.5.r13.5/compiler.39125733_0"
     binary.write_bytes(b"\0" * 4096)
     assert _embedded_version(str(binary)) is None
+
+
+# -- specdsl verify --lineinfo --maxrregcount N -g ------------------------------------------------
+
+PRESSURE_MODULE = '''
+from pathlib import Path
+from specdsl import baked, kernel_spec
+
+@kernel_spec(template="pressure.ptx.j2", entry="pressure", template_dir=Path(__file__).parent)
+class Pressure:
+    live: int = baked(64)
+'''
+
+
+@pytest.fixture
+def pressure(tmp_path, monkeypatch):
+    """A user spec (module ``pressure_spec``) whose kernel wants more than 32 registers."""
+    (tmp_path / "pressure.ptx.j2").write_text(_pressure_ptx().replace("%v<64>", "%v<{{ live }}>"))
+    (tmp_path / "pressure_spec.py").write_text(PRESSURE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "pressure_spec:Pressure"
+
+
+def _verify_registers(capsys, *argv: str) -> int:
+    import json
+
+    from specdsl.cli import main
+
+    assert main(["verify", *argv, "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    return result["resources"][0]["registers"]
+
+
+def test_verify_maxrregcount_limits_registers(capsys, pressure):
+    """verify --maxrregcount 32 compiles with -maxrregcount=32: the report shows <= 32."""
+    assert _verify_registers(capsys, pressure) > 32
+    assert _verify_registers(capsys, pressure, "--maxrregcount", "32") <= 32
+
+
+def test_verify_takes_lineinfo_and_debug(capsys):
+    """verify --lineinfo -g compiles (with -lineinfo -g) and reports the request."""
+    from specdsl.cli import main
+
+    assert main(["verify", "vectoradd", "--lineinfo", "-g"]) == 0
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_verify_refuses_a_register_limit_ptxas_would_change(capsys):
+    """verify --maxrregcount 8: one error line naming the limit, exit 2."""
+    from specdsl.cli import main
+
+    assert main(["verify", "vectoradd", "--maxrregcount", "8"]) == 2
+    assert capsys.readouterr().err == (
+        "specdsl verify: error: --maxrregcount 8: CompileOptions.max_registers must be None or "
+        "an int from 24 to 255 registers per thread (got 8)\n")
