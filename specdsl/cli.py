@@ -168,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "run each built-in kernel on the GPU against a float64 NumPy reference")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+
+    p = command("cache", _lazy("cachecli", "command_cache"),
+                "show, prune or clear the disk cache (cubins, PTX, compiled templates)")
+    from .cachecli import add_arguments as cache_arguments
+
+    cache_arguments(p)
     return parser
 
 
