@@ -32,7 +32,6 @@ import os
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import eviction
 from .cachefiles import (MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, read_entry, refusal,
                          unframe, warn_once)
 from .config import knobs, parse_folder
@@ -184,6 +183,8 @@ class Writes:
         except OSError as exc:
             self.fail(exc)
             return
+        from . import eviction  # on writes only: a warm process never imports it
+
         eviction.wrote(self.root, self.max_bytes)
 
     def fail(self, exc: OSError) -> None:
