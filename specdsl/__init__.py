@@ -7,20 +7,30 @@ hand-written keys are proven at run time by a ledger and before run time by
 ``specdsl check-keys``.
 """
 
+# First: under `python -m specdsl` it takes the working folder off sys.path, so that
+# nothing lying there shadows what specdsl imports next.
+from . import working_folder as _working_folder  # noqa: F401
 from .compile import CompileOptions
 from .dtype import DType
 from .errors import (
+    CacheDirError,
     CacheWarning,
+    CheckingSwitchError,
     CompileError,
     ConfigError,
     IncompleteKeyError,
     LaunchError,
+    NotASpecError,
+    PTXSignatureError,
     RenderError,
+    SpecArgumentError,
     SpecDefinitionError,
     SpecdslError,
     SpecError,
     TargetError,
+    TemplatesMissingError,
     UnreadFieldWarning,
+    UnsupportedTargetError,
 )
 from .executor import Executor
 from .fields import baked, launch
@@ -37,7 +47,8 @@ __all__ = [
     "render", "derived_key", "hand_key",
     "key_checking", "suspend_key_proof", "KeyLedger",
     "Executor", "CompileOptions",
-    "SpecdslError", "SpecError", "SpecDefinitionError", "TargetError",
-    "RenderError", "CompileError", "LaunchError", "IncompleteKeyError", "UnreadFieldWarning",
-    "ConfigError", "CacheWarning",
+    "SpecdslError", "SpecError", "SpecArgumentError", "SpecDefinitionError", "NotASpecError",
+    "TargetError", "RenderError", "UnsupportedTargetError", "TemplatesMissingError",
+    "CompileError", "PTXSignatureError", "LaunchError", "IncompleteKeyError",
+    "CheckingSwitchError", "CacheDirError", "ConfigError", "UnreadFieldWarning", "CacheWarning",
 ]

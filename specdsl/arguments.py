@@ -389,7 +389,7 @@ class ArgumentPacker:
             return INLINE_NONE, 0, 0, 0, 0.0
         bits = 63 if core and _wide(param) else param.bits
         if param.is_ptr:
-            return INLINE_POINTER, 0, (1 << bits) - 1, (param.align or 1) - 1, 0.0
+            return INLINE_POINTER, 0, (1 << bits) - 1, param.pointee_align - 1, 0.0
         if param.kind == "u":
             return INLINE_INT, 0, (1 << bits) - 1, 0, 0.0
         if param.kind == "s":
@@ -568,7 +568,9 @@ class ArgumentPacker:
 
     def _pointer(self, param: Param) -> Converter:
         limit = 1 << param.bits
-        align = param.align or 1
+        align = param.pointee_align
+        why = (f".align {align}" if param.align is not None else
+               "a .ptr without .align: PTX ISA 5.1.6.3")
         device_id = self.device_id
         fail = self._fail
         expected = ("a device array (DLPack or __cuda_array_interface__), a cuda.core Buffer "
@@ -599,7 +601,7 @@ class ArgumentPacker:
             if not 0 <= address < limit:
                 raise fail(param, f"a device address in [0, 2**{param.bits})", value)
             if address % align:
-                raise fail(param, f"an address aligned to {align} bytes (.align {align}); "
+                raise fail(param, f"an address aligned to {align} bytes ({why}); "
                                   f"{address:#x} is {address % align} "
                                   f"byte{'s' if address % align != 1 else ''} past a boundary",
                            value)

@@ -33,11 +33,11 @@ def format_size(size: int) -> str:
 def _cap(text: str) -> int:
     try:
         size = parse_size("--max-bytes", text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except ConfigError:
+        size = None
     if size is None:
-        raise argparse.ArgumentTypeError(f"--max-bytes must be a size such as 512M "
-                                         f"(got {text!r})")
+        raise argparse.ArgumentTypeError(f"must be a size in bytes such as 1073741824, 512M "
+                                         f"or 4G (got {text!r})")
     return size
 
 

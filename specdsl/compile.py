@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import CompileError, ConfigError
-from .target import Target
+from .errors import CompileError, ConfigError, TargetError
+from .target import Target, known_targets
 
 if TYPE_CHECKING:
     from .resources import Resources
 
 __all__ = ["Compiled", "CompileOptions", "compile_ptx", "link_options", "linker_options",
-           "ptx_excerpt", "toolchain_version", "MIN_REGISTERS", "MAX_REGISTERS"]
+           "ptx_excerpt", "toolchain_version", "check_toolchain_target", "toolchain_targets",
+           "MIN_REGISTERS", "MAX_REGISTERS"]
 
 _LINE = re.compile(r"line (\d+)")
 
@@ -165,6 +166,57 @@ def _file_identity(path: str) -> str:
     return f"{os.path.basename(path)}, {info.st_size} bytes, mtime {info.st_mtime_ns}"
 
 
+@functools.lru_cache(maxsize=None)
+def _toolchain_refusal(sm: str, isa: str) -> str | None:
+    # nvJitLink has no call that lists its targets: link a module of one empty entry for
+    # the target (about 5 ms), once per process and target. None: it links.
+    from cuda.core import Linker, LinkerOptions, ObjectCode
+
+    ptx = (f".version {isa}\n.target {sm}\n.address_size 64\n"
+           f".visible .entry specdsl_probe()\n{{\n    ret;\n}}\n")
+    linker = None
+    try:
+        linker = Linker(ObjectCode.from_ptx(ptx.encode()), options=LinkerOptions(arch=sm))
+        linker.link("cubin")
+    except Exception as exc:  # nvJitLinkError: ERROR_UNSUPPORTED_ARCH, or ptxas's refusal
+        text = str(exc).replace("\x00", "").strip()
+        return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    finally:
+        if linker is not None:
+            linker.close()
+    return None
+
+
+def toolchain_targets() -> tuple[Target, ...]:
+    """The targets of :func:`~specdsl.target.known_targets` the installed nvJitLink
+    compiles for (each probed once per process, at its default PTX ISA version)."""
+    return tuple(t for t in known_targets() if _toolchain_refusal(t.sm, t.ptx_isa) is None)
+
+
+def check_toolchain_target(target: Target | str) -> None:
+    """Refuse a target the installed nvJitLink cannot compile for.
+
+    The check links a module of one empty entry for ``target`` (once per process and
+    target). nvJitLink 13, for one, no longer knows sm_101 (CUDA 13 names it sm_110),
+    and an older nvJitLink refuses a PTX ISA version newer than its own.
+
+    Raises:
+        TargetError: naming the target, nvJitLink's version and message, and the
+            targets it does compile for.
+    """
+    target = Target.parse(target)
+    refusal = _toolchain_refusal(target.sm, target.ptx_isa)
+    if refusal is not None:
+        supported = ", ".join(t.sm for t in toolchain_targets()) or "none"
+        try:
+            version = toolchain_version()
+        except Exception:  # no loadable libnvJitLink: the refusal says so
+            version = "version unknown"
+        raise TargetError(
+            f"the installed nvJitLink ({version}) cannot compile for {target.sm} (PTX ISA "
+            f"{target.ptx_isa}): {refusal}. Targets it compiles for: {supported}")
+
+
 @functools.cache
 def linker_options(target: Target, options: CompileOptions = _DEFAULT_OPTIONS) -> Any:
     """The cuda.core ``LinkerOptions`` :func:`compile_ptx` hands the ``Linker``.
@@ -212,14 +264,26 @@ def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None,
         options: line information, a register limit, debug information; none by default.
 
     Raises:
-        CompileError: nvJitLink rejected the PTX (carries the log, the spec and the PTX
-            lines around the first line the log reports), or ptxas did not apply
-            ``options.max_registers`` as given (it changes limits it cannot meet).
+        TargetError: the installed nvJitLink cannot compile for ``target`` at all
+            (:func:`check_toolchain_target`; checked once the compile has failed).
+        CompileError: nvJitLink rejected the PTX, or the PTX holds a NUL character
+            (nvJitLink reads a C string: it would compile only the text before the NUL,
+            while the kernel's signature is read from all of it); carries the log, the
+            spec and the PTX lines around the first line the log reports; or ptxas did
+            not apply ``options.max_registers`` as given (it changes limits it cannot meet).
     """
     from cuda.core import Linker, ObjectCode
 
     target = Target.parse(target)
     options = options or _DEFAULT_OPTIONS
+    nul = ptx.find("\x00")
+    if nul >= 0:
+        line = ptx.count("\n", 0, nul) + 1
+        excerpt = ptx_excerpt(ptx.replace("\x00", "\\0"), line)
+        what = f"{spec!r}" if spec is not None else "PTX"
+        raise CompileError(f"{what} holds a NUL character on line {line}: nvJitLink would "
+                           f"compile only the text before it\n{excerpt}",
+                           log="", spec=spec, ptx=ptx, excerpt=excerpt)
     started = time.perf_counter()
     linker = None
     try:
@@ -228,6 +292,8 @@ def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None,
         cubin = bytes(linker.link("cubin").code)
         log = linker.get_info_log()
     except Exception as exc:  # nvJitLinkError carries the error log in its text
+        if toolchain_targets():  # nvJitLink works, but may not know this target: say so
+            check_toolchain_target(target)
         log = str(exc)
         if linker is not None:
             log = (linker.get_error_log() or "") + log

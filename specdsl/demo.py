@@ -1,6 +1,7 @@
-"""``specdsl run``: every built-in kernel on the GPU against its float64 NumPy reference.
+"""Every built-in kernel on the GPU against its float64 NumPy reference (``specdsl run``).
 
-:func:`run_case` drives one :class:`~specdsl.kernels._case.KernelCase` with cuda.core
+:func:`run_builtins` returns one :class:`KernelRun` per kernel; the command line prints
+them. :func:`run_case` drives one :class:`~specdsl.kernels._case.KernelCase` with cuda.core
 and NumPy alone (no torch): inputs travel through pinned host buffers, outputs are
 poisoned with 0xFF bytes (a NaN in every float format) so an element the kernel never
 writes cannot pass, and the result is ``{output name: ||out - ref|| / ||ref||}``.
@@ -11,13 +12,13 @@ from __future__ import annotations
 import ctypes
 import importlib
 import math
-import sys
 from typing import Any
 
-from .errors import LaunchError
-from .requests import format_request
+import attrs
 
-__all__ = ["run_case", "command_run", "builtin_cases"]
+from .errors import LaunchError
+
+__all__ = ["run_case", "builtin_cases", "KernelRun", "run_builtins"]
 
 # 0xFF in every byte is a NaN in f16, bf16, f32, f64 and in fp8 E4M3 (S.1111.111).
 POISON = 0xFF
@@ -120,12 +121,12 @@ def run_case(executor: Any, case: Any, rng: Any = None) -> dict[str, float]:
 def builtin_cases(rng: Any) -> list[tuple[str, Any, str]]:
     """``(kernel name, case, problem)`` for each built-in kernel's representative request.
 
-    The request is :func:`specdsl.grid.representative_request` (the default request,
-    or the first of the class's ``variants``). When no case can be made (no
+    The request is :func:`specdsl.variants.representative_request` (the default
+    request, or the first of the class's ``variants``). When no case can be made (no
     ``example()``, no default request) ``case`` is ``None`` and ``problem`` says why.
     """
     from . import kernels
-    from .grid import representative_request
+    from .variants import representative_request
 
     cases = []
     for cls in kernels.ALL:
@@ -151,43 +152,48 @@ def _shape(case: Any) -> str:
     return "-"
 
 
-def command_run(args: Any) -> int:
-    """``specdsl run [--device N] [--seed S]``: returns 0 if every kernel passes, else 1.
+@attrs.frozen
+class KernelRun:
+    """One built-in kernel run by :func:`run_builtins`.
 
-    Raises:
-        LaunchError: no CUDA device (the CLI prints one line and exits 2).
+    Attributes:
+        name: the kernel's class name.
+        request: the request run, or ``None`` when no case could be made.
+        shape: the first array argument's shape, as ``"16x4096"`` (``"-"`` if none).
+        errors: ``{output name: relative L2 error}`` (empty when it did not run).
+        tolerance: the case's tolerance on each error, or ``None``.
+        problem: why it did not run (``"TypeError: ..."``), or ``""``.
     """
-    import numpy as np
 
-    from .executor import Executor
+    name: str
+    request: Any
+    shape: str
+    errors: dict[str, float]
+    tolerance: float | None
+    problem: str = ""
 
-    executor = Executor(device=args.device)
-    rng = np.random.default_rng(args.seed)
-    rows = []
-    failed = 0
+    @property
+    def passed(self) -> bool:
+        """True when it ran and every output is within the tolerance."""
+        return (not self.problem and bool(self.errors) and self.tolerance is not None
+                and max(self.errors.values()) <= self.tolerance)
+
+
+def run_builtins(executor: Any, rng: Any) -> list[KernelRun]:
+    """Run every built-in kernel's case (:func:`builtin_cases`) on ``executor``'s device.
+
+    A kernel that cannot be run is reported (``problem``) and the others still run.
+    """
+    runs = []
     for name, case, problem in builtin_cases(rng):
         if case is None:
-            rows.append((name, "-", "-", "-", "-", f"FAIL ({problem})"))
-            failed += 1
+            runs.append(KernelRun(name, None, "-", {}, None, problem))
             continue
         try:
             errors = run_case(executor, case, rng)
         except Exception as exc:  # report and go on: one broken kernel hides no others
-            rows.append((name, format_request(case.spec), _shape(case), "-",
-                         f"{case.tolerance:.1e}", f"FAIL ({type(exc).__name__}: {exc})"))
-            failed += 1
+            runs.append(KernelRun(name, case.spec, _shape(case), {}, case.tolerance,
+                                  f"{type(exc).__name__}: {exc}"))
             continue
-        worst = max(errors.values()) if errors else math.inf
-        ok = bool(errors) and worst <= case.tolerance
-        failed += not ok
-        detail = ", ".join(f"{k}={v:.2e}" for k, v in errors.items())
-        rows.append((name, format_request(case.spec), _shape(case), detail,
-                     f"{case.tolerance:.1e}", "PASS" if ok else "FAIL"))
-    header = ("kernel", "request", "shape", "rel error", "tolerance", "result")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    for row in [header] + rows:
-        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
-    target = executor.target.sm
-    print(f"{len(rows) - failed}/{len(rows)} passed on device {args.device} ({target})",
-          file=sys.stderr if failed else sys.stdout)
-    return 1 if failed else 0
+        runs.append(KernelRun(name, case.spec, _shape(case), errors, case.tolerance))
+    return runs

@@ -36,7 +36,7 @@ from .cachefiles import (MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, read_entry, r
                          unframe, warn_once)
 from .config import knobs, parse_folder
 from .digest import labelled_sha256
-from .errors import SpecdslError
+from .errors import CacheDirError  # defined with every other error; re-exported here
 
 __all__ = ["DiskCache", "disk_key", "ptx_key", "resolve_cache_dir", "prepare_folder",
            "open_disk_cache", "warn_refused", "warn_unusable", "Writes", "CacheDirError",
@@ -46,10 +46,6 @@ __all__ = ["DiskCache", "disk_key", "ptx_key", "resolve_cache_dir", "prepare_fol
 DISK_SCHEMA = "specdsl-disk-key/2"
 #: The environment variable naming the cache folder, or ``off``.
 ENV_VAR = "SPECDSL_CACHE_DIR"
-
-
-class CacheDirError(SpecdslError, OSError):
-    """The disk cache folder cannot be used (not a folder, or unsafe)."""
 
 
 def disk_key(*, derived_key: str, ptx_sha256: str, target: str, options: Sequence[str],

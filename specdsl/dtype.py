@@ -9,6 +9,10 @@ alternate floating-point formats ``.bf16``, ``.e4m3`` and ``.e5m2``
 from __future__ import annotations
 
 import enum
+import sys
+from typing import Any
+
+from .errors import SpecError
 
 __all__ = ["DType"]
 
@@ -26,8 +30,12 @@ class DType(enum.Enum):
       in for bf16, ``"uint8"`` for the fp8 formats, which NumPy lacks);
     * ``is_float``: whether it is a floating-point type.
 
-    Members are looked up by their short name: ``DType("bf16")``,
-    ``DType.parse("bf16")``. Specs accept either the member or that string.
+    Members are looked up by their short name (``DType("bf16")``, ``DType.parse("bf16")``),
+    by their member name (``"BF16"``), by the names torch and NumPy use (``"bfloat16"``,
+    ``"float16"``, ``"half"``, ``"float32"``, ``"float8_e4m3fn"``, ``"int32"``: see
+    :meth:`parse`), and from torch and NumPy dtype objects (``torch.bfloat16``,
+    ``np.float16``, ``np.dtype("float32")``), read by their names without importing
+    torch or NumPy. Spec fields typed ``DType`` accept all of these.
     """
 
     F32 = "f32"
@@ -77,20 +85,46 @@ class DType(enum.Enum):
         return self.ptx[0] in "fbe"
 
     @classmethod
-    def parse(cls, value: "DType | str") -> "DType":
-        """Return the member for ``value`` (a member, ``"bf16"``, ``"BF16"``).
+    def parse(cls, value: Any) -> "DType":
+        """Return the member for ``value``.
+
+        Accepted, case-insensitively for names: a member; its short name (``"bf16"``) or
+        member name (``"BF16"``); an alias (``"bfloat16"``, ``"float16"``, ``"half"``,
+        ``"float32"``, ``"single"``, ``"float64"``, ``"double"``, ``"float8_e4m3fn"``,
+        ``"float8_e5m2"``, ``"int32"``, ``"uint32"``, ``"int8"``, ``"uint8"``, and the PTX
+        names ``"e4m3"``, ``"e5m2"``, ``"s32"``, ``"s8"``); a torch dtype (``torch.half``);
+        a NumPy scalar type or dtype of native or little-endian byte order
+        (``np.float16``, ``np.dtype("<f4")``; ml_dtypes' ``bfloat16`` and float8 types too).
 
         Raises:
-            ValueError: ``value`` names no dtype; the message lists the valid names.
+            SpecError: ``value`` names no dtype, or names one ambiguously (``"float"`` is
+                float32 in torch and float64 in NumPy; ``"int"``, ``"fp8"`` likewise), or
+                is a big-endian NumPy dtype; the message lists the valid names. A
+                ``ValueError`` too.
         """
         if isinstance(value, cls):
             return value
-        if isinstance(value, str):
-            for member in cls:
-                if value in (member.value, member.name, member.name.lower()):
-                    return member
-        names = ", ".join(m.value for m in cls)
-        raise ValueError(f"expected a dtype name ({names}), got {value!r}")
+        try:
+            return cls(value)  # by short name, else through _missing_
+        except SpecError:
+            raise
+        except (ValueError, TypeError):
+            raise SpecError(f"expected a dtype name ({', '.join(m.value for m in cls)}), an "
+                            f"alias ({', '.join(_SHOWN_ALIASES)}) or a torch or NumPy dtype; "
+                            f"got {value!r}") from None
+
+    @classmethod
+    def _missing_(cls, value: object) -> "DType | None":
+        # Enum's lookup hook: DType(value) for anything but a short name. Returns None
+        # for an unknown value (Enum then raises ValueError); raises SpecError to say why
+        # a value it recognises is refused.
+        name = value if isinstance(value, str) else _foreign_name(value)
+        if name is None:
+            return None
+        name = name.lower()
+        if name in _REFUSED:
+            raise SpecError(f"{value!r} is refused: {_REFUSED[name]}")
+        return _ALIASES.get(name)
 
     def __str__(self) -> str:
         return self.value
@@ -112,3 +146,71 @@ _TABLE: dict[DType, tuple[str, int, str, str]] = {
     DType.I8: ("s8", 8, "s8", "int8"),
     DType.U8: ("u8", 8, "u8", "uint8"),
 }
+
+
+#: Every spelling :meth:`DType.parse` accepts, lower-cased: short names, member names and
+#: the names torch, NumPy and ml_dtypes give the same formats (torch's float8_e4m3fn is
+#: the OCP FP8 E4M3 format of PTX's .e4m3, PTX ISA 5.2.3; float8_e5m2 is .e5m2).
+_ALIASES: dict[str, DType] = {
+    **{member.value: member for member in DType},
+    **{member.name.lower(): member for member in DType},
+    "float32": DType.F32, "single": DType.F32, "fp32": DType.F32,
+    "float16": DType.F16, "half": DType.F16, "fp16": DType.F16,
+    "bfloat16": DType.BF16,
+    "float8_e4m3fn": DType.F8E4M3, "e4m3": DType.F8E4M3,
+    "float8_e5m2": DType.F8E5M2, "e5m2": DType.F8E5M2,
+    "float64": DType.F64, "double": DType.F64, "fp64": DType.F64,
+    "int32": DType.I32, "s32": DType.I32,
+    "uint32": DType.U32,
+    "int8": DType.I8, "s8": DType.I8,
+    "uint8": DType.U8,
+}
+_SHOWN_ALIASES = ("float32", "float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+                  "float64", "double", "int32", "uint32", "int8", "uint8")
+
+#: Names that mean different formats in different libraries, or formats PTX lacks: why.
+_REFUSED: dict[str, str] = {
+    "float": "ambiguous: float32 in torch, float64 in NumPy and Python; write 'f32' or 'f64'",
+    "int": "ambiguous: int32 in C, int64 in NumPy and Python; write 'i32' (64-bit integers "
+           "are no DType)",
+    "long": "ambiguous: int64 in torch, int32 or int64 in C; write 'i32' (64-bit integers "
+            "are no DType)",
+    "fp8": "ambiguous: write 'f8e4m3' (float8_e4m3fn) or 'f8e5m2' (float8_e5m2)",
+    "float8": "ambiguous: write 'f8e4m3' (float8_e4m3fn) or 'f8e5m2' (float8_e5m2)",
+    "float8_e4m3fnuz": "its FNUZ format (no negative zero, another exponent bias) is not "
+                       "PTX's .e4m3 (float8_e4m3fn, 'f8e4m3')",
+    "float8_e5m2fnuz": "its FNUZ format (no negative zero, another exponent bias) is not "
+                       "PTX's .e5m2 (float8_e5m2, 'f8e5m2')",
+}
+
+
+def _foreign_name(value: Any) -> str | None:
+    """The dtype name a torch or NumPy dtype object spells, without importing either.
+
+    ``torch.bfloat16`` -> ``"bfloat16"`` (torch prints canonical names: ``torch.half``
+    prints ``torch.float16``); ``np.float16`` (a scalar type) -> ``"float16"``;
+    ``np.dtype("float32")`` -> ``"float32"``; Python's ``float`` and ``int`` -> their
+    (ambiguous) names. ``None`` for anything else.
+
+    Raises:
+        SpecError: a NumPy dtype whose bytes are not in the little-endian order the GPU
+            reads.
+    """
+    if value is float or value is int:
+        return value.__name__
+    kind = type(value)
+    root = (kind.__module__ or "").partition(".")[0]
+    if root == "torch" and kind.__name__ == "dtype":
+        return str(value).rpartition(".")[2]
+    if isinstance(value, type):  # a NumPy (or ml_dtypes) scalar type: np.float16
+        if (value.__module__ or "").partition(".")[0] in ("numpy", "ml_dtypes"):
+            return value.__name__
+        return None
+    if root == "numpy" and isinstance(getattr(value, "name", None), str) and hasattr(
+            value, "byteorder"):  # a NumPy dtype: np.dtype("<f4")
+        big = value.byteorder == ">" or (value.byteorder == "=" and sys.byteorder == "big")
+        if big:
+            raise SpecError(f"{value!r} is big-endian; the GPU reads little-endian "
+                            f"elements: use {value.newbyteorder('<')!r}")
+        return value.name
+    return None

@@ -10,12 +10,19 @@ from __future__ import annotations
 __all__ = [
     "SpecdslError",
     "SpecError",
+    "SpecArgumentError",
     "SpecDefinitionError",
+    "NotASpecError",
     "TargetError",
     "RenderError",
+    "UnsupportedTargetError",
+    "TemplatesMissingError",
     "CompileError",
+    "PTXSignatureError",
     "LaunchError",
     "IncompleteKeyError",
+    "CheckingSwitchError",
+    "CacheDirError",
     "UnreadFieldWarning",
     "ConfigError",
     "CacheWarning",
@@ -27,10 +34,21 @@ class SpecdslError(Exception):
 
 
 class SpecError(SpecdslError, ValueError):
-    """A request (spec instance) has a field value that is not allowed.
+    """A request (spec instance) has a field value that is not allowed, or a value meant
+    for a field cannot be read (``DType.parse("f12")``).
 
     The message names the spec class, the field, the value and what was
     expected, e.g. ``RMSNorm.hidden must be a multiple of 8 (got 4100)``.
+    """
+
+
+class SpecArgumentError(SpecError, TypeError):
+    """A request was made with a missing required field, an unknown field name, a field
+    given twice or too many positional values: ``RMSNorm()``, ``RMSNorm(hiden=4096)``.
+
+    The message names the class and the fields. A :class:`SpecError` (so a
+    ``ValueError``) like every refused request, and still the ``TypeError`` Python
+    raises for a bad call, for callers written before it existed.
     """
 
 
@@ -40,6 +58,11 @@ class SpecDefinitionError(SpecdslError, TypeError):
     Examples: a field without a role, a template that does not exist, a
     template that reads a launch field or an unknown variable.
     """
+
+
+class NotASpecError(SpecdslError, TypeError):
+    """An object that is no :func:`~specdsl.kernel_spec` class or request was given where
+    one is needed (``spec_info(3)``); a ``TypeError``, as it was before it had a class."""
 
 
 class TargetError(SpecdslError, ValueError):
@@ -68,6 +91,11 @@ class UnsupportedTargetError(RenderError):
         self.reason = message if reason is None else reason
 
 
+class TemplatesMissingError(SpecdslError, RuntimeError):
+    """specdsl's own templates are not where the installation put them (a broken
+    install): reinstall specdsl. A ``RuntimeError``, as it was before it had a class."""
+
+
 class CompileError(SpecdslError, RuntimeError):
     """nvJitLink rejected rendered PTX.
 
@@ -85,6 +113,13 @@ class CompileError(SpecdslError, RuntimeError):
         self.spec = spec
         self.ptx = ptx
         self.excerpt = excerpt
+
+
+class PTXSignatureError(SpecdslError, ValueError):
+    """A kernel's ``.entry`` or one of its ``.param`` declarations cannot be read from
+    the PTX (:func:`specdsl.ptx.parse_entry`): no such entry, or a declaration that is
+    not PTX. The message quotes the declaration. A ``ValueError``, as it was before it
+    had a class."""
 
 
 class LaunchError(SpecdslError, ValueError):
@@ -115,6 +150,22 @@ class IncompleteKeyError(SpecdslError, RuntimeError):
         self.first = first
         self.request = request
         self.differing_fields = tuple(differing_fields)
+
+
+class CheckingSwitchError(SpecdslError, ValueError):
+    """``SPECDSL_CHECK_KEYS`` holds something other than a switch word (``1``/``0``,
+    ``true``/``false``, ``yes``/``no``, ``on``/``off``); the message is the one a
+    :class:`ConfigError` for any other variable would carry.
+
+    Also importable from :mod:`specdsl.ledger`, where it was defined before.
+    """
+
+
+class CacheDirError(SpecdslError, OSError):
+    """The disk cache folder cannot be used (not a folder, or unsafe).
+
+    Also importable from :mod:`specdsl.diskcache`, where it was defined before.
+    """
 
 
 class UnreadFieldWarning(UserWarning):

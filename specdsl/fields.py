@@ -19,7 +19,8 @@ import attrs
 
 from .errors import SpecError
 
-__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "BAKED", "LAUNCH"]
+__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "is_ptx_text", "BAKED",
+           "LAUNCH"]
 
 ROLE = "specdsl.role"
 NONFINITE = "specdsl.allow_nonfinite"
@@ -36,26 +37,63 @@ def _field(role: str, default: Any, validator: Any, converter: Any,
         validator = [_adapt_validator(v) for v in validator]
     elif validator is not None:
         validator = _adapt_validator(validator)
+    if isinstance(converter, (list, tuple)):  # as attrs >= 24.1 does; 23.1 takes no list
+        converter = attrs.converters.pipe(*converter)
     return attrs.field(
         default=default, validator=validator, converter=converter,
         metadata={ROLE: role, NONFINITE: allow_nonfinite, DOC: doc},
     )
 
 
-def _adapt_validator(validator: Any) -> Any:
-    """Accept ``check(value)`` as well as attrs' ``check(instance, attribute, value)``."""
+def _adapt_validator(validator: Any) -> Callable[[Any, Any, Any], None]:
+    """``validator`` as attrs calls it, ``check(instance, attribute, value)``, reading its
+    verdict: returning ``None`` or ``True`` accepts the value; returning ``False``
+    refuses it, as raising ``ValueError``, ``TypeError`` or ``AssertionError`` does; any
+    other return (``0``, ``""``, a regex match) is refused as ambiguous rather than
+    guessed at. Every refusal is a :class:`SpecError` naming the class, the field and the
+    value. Takes plain ``check(value)`` functions too."""
     try:
         parameters = inspect.signature(validator).parameters.values()
     except (TypeError, ValueError):  # no signature to read: assume the attrs protocol
-        return validator
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    variadic = any(p.kind is p.VAR_POSITIONAL for p in parameters)
-    if len(positional) == 1 and not variadic:
-        def check(instance: Any, attribute: Any, value: Any) -> None:
-            validator(value)
-        check.__name__ = getattr(validator, "__name__", "check")
-        return check
-    return validator
+        value_only = False
+    else:
+        positional = [p for p in parameters
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        value_only = len(positional) == 1 and not any(
+            p.kind is p.VAR_POSITIONAL for p in parameters)
+    name = getattr(validator, "__qualname__", None) or repr(validator)
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        try:
+            verdict = validator(value) if value_only else validator(instance, attribute, value)
+        except SpecError:
+            raise
+        except (ValueError, TypeError, AssertionError) as exc:
+            reason = (f"validator {name} failed an assert" if isinstance(exc, AssertionError)
+                      and not exc.args else reason_of(exc))
+            raise refusal(type(instance), attribute.name, value, reason) from None
+        if verdict is None or verdict is True or (is_bool_like(verdict) and verdict):
+            return
+        reason = (f"validator {name} returned False" if is_bool_like(verdict) else
+                  f"validator {name} returned {verdict!r}; a validator accepts by returning "
+                  "None or True and refuses by returning False or raising")
+        raise refusal(type(instance), attribute.name, value, reason)
+
+    check.__name__ = getattr(validator, "__name__", "check")
+    return check
+
+
+def refusal(cls: type, field: str, value: Any, reason: str) -> SpecError:
+    """The :class:`SpecError` refusing ``value`` for ``cls.field``, with ``reason``."""
+    return SpecError(f"{cls.__qualname__}.{field} = {value!r} is invalid: {reason}")
+
+
+def reason_of(exc: Exception) -> str:
+    """A validator's or converter's exception as a reason: attrs' validators raise
+    ``ValueError(message, attribute, expected, value)``, of which the message is kept."""
+    first = exc.args[0] if exc.args else ""
+    text = first if isinstance(first, str) and len(exc.args) > 1 else str(exc)
+    return text or f"{type(exc).__name__} without a message"
 
 
 def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
@@ -64,14 +102,27 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
 
     Args:
         default: the value when the caller gives none.
-        validator: an attrs validator (or a list of them), e.g. ``attrs.validators.ge(1)``,
-            ``check(instance, attribute, value)``, or a plain ``check(value)``; a
-            ``ValueError`` or ``TypeError`` it raises becomes a :class:`SpecError`
-            naming the field and the value.
-        converter: applied before specdsl's own type coercion.
+        validator: a check, or a list of checks run in order: an attrs validator such
+            as ``attrs.validators.ge(1)``, any ``check(instance, attribute, value)``, or
+            a plain ``check(value)``. A check accepts the value by returning ``None`` or
+            ``True``; it refuses it by raising ``ValueError``, ``TypeError`` or
+            ``AssertionError``, or by returning ``False`` (a NumPy bool counts as a
+            bool). Any other return, such as ``0`` or a regex match, is refused as
+            ambiguous. Every refusal is a :class:`SpecError` naming the field, the value
+            and the check's reason.
+        converter: applied before specdsl's own type coercion: a callable
+            ``f(value)``, an ``attrs.Converter`` (attrs >= 24.1; ``takes_self=True``
+            passes the instance, whose earlier fields are set, and ``takes_field=True``
+            the field), or a list of these run in order (``attrs.converters.pipe``
+            alike). A ``ValueError``, ``TypeError`` or ``AssertionError`` it raises is a
+            :class:`SpecError`.
         allow_nonfinite: let a ``float`` field hold NaN and infinity (refused by default,
             since a template usually cannot render them meaningfully).
         doc: one line for ``specdsl list`` and the docs.
+
+    A ``str`` value (alone or inside a tuple) of a baked field must be one line of
+    printable ASCII: it is written into the PTX, where a newline would start a new
+    statement and a NUL would end the text nvJitLink compiles.
 
     Returns:
         An attrs field definition, to be assigned in a :func:`kernel_spec` class body.
@@ -151,12 +202,17 @@ def _describe(tp: Any) -> str:
 Coercer = Callable[[Any], Any]
 
 
-def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coercer:
+def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
+                 ptx_text: bool = True) -> Coercer:
     """Build the converter that checks and normalizes one field's value for type ``tp``.
 
-    Supported annotations: ``int``, ``float``, ``bool``, ``str``, enum classes (members
-    or their value/name strings), ``Literal[...]``, ``tuple[T, ...]``, ``tuple[T1, T2]``
-    and ``T | None``. Lists become tuples; other containers are refused.
+    Supported annotations: ``int``, ``float``, ``bool``, ``str``, enum classes (members,
+    their value/name strings, and whatever the enum's own ``_missing_`` lookup accepts:
+    ``DType``'s aliases and torch/NumPy dtypes), ``Literal[...]``, ``tuple[T, ...]``,
+    ``tuple[T1, T2]`` and ``T | None``. Lists become tuples; other containers are refused.
+    With ``ptx_text`` (a baked field's values are written into the PTX) a ``str`` must be
+    one line of printable ASCII (see :func:`is_ptx_text`); a ``str`` subclass is taken as
+    its plain text.
 
     Raises:
         SpecDefinitionError: (from the caller) for an unsupported annotation, via TypeError.
@@ -173,7 +229,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
         members = [a for a in args if a is not type(None)]
         if len(members) != 1 or len(args) != 2:
             raise TypeError(f"{label}: only 'T | None' unions are supported (got {tp})")
-        inner = make_coercer(owner, name, members[0], allow_nonfinite)
+        inner = make_coercer(owner, name, members[0], allow_nonfinite, ptx_text)
         return lambda v: None if v is None else inner(v)
 
     if origin is Literal:
@@ -188,10 +244,10 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite)
+            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite, ptx_text)
             arity = None
         else:
-            items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite)
+            items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite, ptx_text)
                      for i, a in enumerate(args)]
             arity = len(items)
 
@@ -231,12 +287,19 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
 
     if tp is str:
         def str_(v: Any) -> str:
-            if isinstance(v, str):
-                return v
-            raise fail(v, "a str")
+            if not isinstance(v, str):
+                raise fail(v, "a str")
+            text = str.__str__(v)  # the plain text of a str subclass, not its __str__
+            if ptx_text and not is_ptx_text(text):
+                raise fail(v, "one line of printable ASCII text (a baked str is written "
+                              "into the PTX)")
+            return text
         return str_
 
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        own_lookup = any("_missing_" in c.__dict__ for c in tp.__mro__
+                         if c not in (enum.Enum, enum.IntEnum, enum.Flag, enum.IntFlag))
+
         def enum_(v: Any) -> enum.Enum:
             if isinstance(v, tp):
                 return v
@@ -244,11 +307,29 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool) -> Coerc
                 for member in tp:
                     if v in (member.value, member.name, member.name.lower()):
                         return member
-            raise fail(v, f"a {_describe(tp)}")
+            reason = ""
+            if own_lookup:  # the enum's own lookup (DType: aliases, torch/NumPy dtypes)
+                try:
+                    return tp(v)
+                except SpecError as exc:
+                    reason = f": {exc}"
+                except (ValueError, TypeError):
+                    pass
+            raise SpecError(f"{fail(v, f'a {_describe(tp)}')}{reason}")
         return enum_
 
     raise TypeError(f"{label}: unsupported field type {tp!r} (use int, float, bool, str, "
                     "an Enum, Literal[...], tuple[...] or T | None)")
+
+
+def is_ptx_text(text: str) -> bool:
+    """Whether ``text`` may be written into PTX: one line of printable ASCII.
+
+    PTX source is ASCII and its lines end at a newline (PTX ISA 4.1 "Source Format"): a
+    newline in a value would start a new PTX statement (a whole ``.entry`` could be
+    injected), and a NUL ends the text nvJitLink reads.
+    """
+    return text.isascii() and text.isprintable()
 
 
 def is_bool_like(v: Any) -> bool:

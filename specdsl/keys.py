@@ -22,7 +22,7 @@ from .fields import canonical
 from .spec import spec_info
 from .target import Target
 
-__all__ = ["derived_key", "hand_key", "KEY_SCHEMA", "DIGEST_HEX"]
+__all__ = ["derived_key", "hand_key", "key_inputs", "KEY_SCHEMA", "DIGEST_HEX"]
 
 #: Bump when the key's inputs or the rendering rules (filters, context, Environment
 #: options) change; it also names the folder of cached compiled templates.
@@ -37,21 +37,40 @@ def _field(h: "hashlib._Hash", label: str, value: str) -> None:
     h.update(data)
 
 
+def key_inputs(spec: Any, target: Target | str = "sm_90") -> tuple[tuple[str, str], ...]:
+    """The labelled inputs of ``spec``'s derived key, in the order they are hashed.
+
+    ``(("schema", KEY_SCHEMA), ("jinja2", version), ("class", "module.QualName"),
+    ("entry", ...), ("template", name), ("templates", digest of every template reached),
+    ("target", "sm_90"), ("ptx_isa", "8.0"), ("baked.<field>", canonical value), ...)``.
+    :func:`derived_key` hashes exactly these pairs, so this is also what
+    ``specdsl key --explain`` prints.
+
+    Raises:
+        TypeError: ``spec`` is not a kernel spec.
+        TargetError: a malformed target string.
+    """
+    info = spec_info(spec)
+    target = target if isinstance(target, Target) else Target.parse(target)
+    return (
+        ("schema", KEY_SCHEMA),
+        ("jinja2", jinja2.__version__),
+        ("class", info.cls_name),
+        ("entry", info.entry),
+        ("template", info.template),
+        ("templates", info.facts.digest),
+        ("target", target.sm),
+        ("ptx_isa", target.ptx_isa),
+        *((f"baked.{name}", repr(canonical(getattr(spec, name)))) for name in info.baked),
+    )
+
+
 @functools.lru_cache(maxsize=8192)
 def _derived(spec: Any, target: Target) -> str:
-    info = spec_info(spec)
     h = hashlib.sha256()
-    _field(h, "schema", KEY_SCHEMA)
-    _field(h, "jinja2", jinja2.__version__)
-    _field(h, "class", info.cls_name)
-    _field(h, "entry", info.entry)
-    _field(h, "template", info.template)
-    _field(h, "templates", info.facts.digest)
-    _field(h, "target", target.sm)
-    _field(h, "ptx_isa", target.ptx_isa)
-    for name in info.baked:
-        _field(h, f"baked.{name}", repr(canonical(getattr(spec, name))))
-    return f"{info.entry}-{h.hexdigest()[:DIGEST_HEX]}"
+    for label, value in key_inputs(spec, target):
+        _field(h, label, value)
+    return f"{spec_info(spec).entry}-{h.hexdigest()[:DIGEST_HEX]}"
 
 
 def derived_key(spec: Any, target: Target | str = "sm_90") -> str:

@@ -26,7 +26,8 @@ from typing import Any, Iterator
 import attrs
 
 from .config import Knobs
-from .errors import ConfigError, IncompleteKeyError, SpecdslError
+from .errors import CheckingSwitchError  # re-exported: it was defined here before
+from .errors import ConfigError, IncompleteKeyError
 from .fields import canonical
 from .keys import derived_key
 from .render import render
@@ -41,10 +42,6 @@ __all__ = [
 
 #: The environment variable that overrides the default (``__debug__``): a switch.
 ENV_VAR = Knobs.check_keys.name
-
-
-class CheckingSwitchError(SpecdslError, ValueError):
-    """``SPECDSL_CHECK_KEYS`` holds something other than a switch word (``1``, ``off``...)."""
 
 
 # ---------------------------------------------------------------------------------------

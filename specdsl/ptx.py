@@ -1,17 +1,25 @@
 """Kernel ``.entry`` signatures parsed from PTX text: parameter names, types and attributes.
 
-The grammar follows the PTX ISA, section 5.1.6 "Parameter State Space" (kernel
-parameters: ``.param .type [.ptr [.space] [.align N]] name`` and
-``.param [.align N] .b8 name[size]`` for by-value aggregates) and section 11.1
-"Kernel and function directives". The executor reads a module's signature once and
-checks every launch's arguments against it.
+The grammar follows the PTX ISA, section 5.1.6 "Parameter State Space": kernel
+parameters are ``.param .type name``, ``.param [.align N] .type name[count]`` for
+arrays and by-value aggregates (5.1.6.1, "Kernel Function Parameters"), and pointers
+``.param .type .ptr [.space] [.align N] name`` with ``.space`` one of ``.const``,
+``.global``, ``.local``, ``.shared`` (5.1.6.2 "Kernel Function Parameter Attributes"
+and 5.1.6.3 "Kernel Parameter Attribute: .ptr", which also lets the attributes run
+together: ``.ptr.global.align 16``); and section 11.2.1 "Kernel and Function
+Directives: .entry". Every spelling the tests accept is also assembled by nvJitLink
+there. The executor reads a module's signature once and checks every launch's
+arguments against it.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import attrs
+
+from .errors import PTXSignatureError
 
 __all__ = ["Param", "EntrySignature", "parse_entry", "entry_names", "SCALAR_TYPES"]
 
@@ -26,7 +34,9 @@ SCALAR_TYPES: dict[str, tuple[str, int]] = {
 _SPACES = ("global", "const", "local", "shared")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$]*)\s*\(")
-_NAME = re.compile(r"([A-Za-z_$%][\w$]*)(?:\[(\d+)\])?")
+# A directive word (".ptr", ".u64"), a number, an identifier (PTX ISA 4.4) or "[count]".
+_TOKEN = re.compile(r"\s*(\.[A-Za-z_]\w*|\d+|[A-Za-z_$%][\w$]*|\[\s*\d+\s*\])")
+_NAME = re.compile(r"[A-Za-z_$%][\w$]*")
 
 
 @attrs.frozen
@@ -40,7 +50,10 @@ class Param:
         is_ptr: declared with ``.ptr``: a pointer passed as an integer address.
         space: the ``.ptr`` state space (``"global"``, ...), ``None`` for generic or a value.
         align: the ``.align`` value in bytes (the pointee's alignment for a ``.ptr``
-            parameter, the parameter's own alignment otherwise), or ``None``.
+            parameter, the parameter's own alignment otherwise), or ``None`` where the
+            declaration gives none (see :attr:`pointee_align`).
+        slot_align: for a ``.ptr`` parameter, the ``.align`` written before its type (the
+            alignment of its own slot in the parameter buffer), or ``None``.
     """
 
     name: str
@@ -49,6 +62,7 @@ class Param:
     is_ptr: bool = False
     space: str | None = None
     align: int | None = None
+    slot_align: int | None = None
 
     @property
     def kind(self) -> str:
@@ -66,17 +80,29 @@ class Param:
         return self.bits // 8 * (self.count or 1)
 
     @property
+    def pointee_align(self) -> int | None:
+        """For a ``.ptr`` parameter, the alignment in bytes that the compiled code may assume
+        of the memory it points to: its ``.align``, else 4 (PTX ISA 5.1.6.3: "If no
+        alignment is specified, the memory pointed to is assumed to be aligned to a 4 byte
+        boundary"). ``None`` for other parameters."""
+        if not self.is_ptr:
+            return None
+        return self.align if self.align is not None else 4
+
+    @property
     def param_align(self) -> int:
         """Alignment of the parameter's slot in the parameter buffer, in bytes."""
         if self.count is not None or not self.is_ptr:
             # an .align on an array or a value parameter places its slot (PTX ISA 5.1.6.1);
-            # on a .ptr parameter it describes the pointee, not the slot
+            # on a .ptr parameter the one after .ptr describes the pointee (5.1.6.3) and
+            # only one before the type places the slot
             return max(self.align or 1, self.bits // 8)
-        return self.bits // 8
+        return max(self.slot_align or 1, self.bits // 8)
 
     def describe(self) -> str:
         """The declaration as PTX spells it, e.g. ``.u64 .ptr .global .align 16 a``."""
-        words = [f".{self.type}"]
+        words = [f".align {self.slot_align}", f".{self.type}"] if self.slot_align else [
+            f".{self.type}"]
         if self.is_ptr:
             words.append(".ptr")
             if self.space:
@@ -125,8 +151,8 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
         The kernel's :class:`EntrySignature`.
 
     Raises:
-        ValueError: no such entry, or a parameter declaration this parser does not
-            understand (the message quotes it).
+        PTXSignatureError: no such entry, or a parameter declaration this parser does
+            not understand (the message quotes it); a ``ValueError`` too.
     """
     text = _strip_comments(ptx)
     for match in _ENTRY.finditer(text):
@@ -134,11 +160,11 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
             break
     else:
         found = ", ".join(entry_names(ptx)) or "none"
-        raise ValueError(f"PTX has no '.entry {entry}' (entries: {found})")
+        raise PTXSignatureError(f"PTX has no '.entry {entry}' (entries: {found})")
     start = match.end()
     stop = text.find(")", start)
     if stop < 0:
-        raise ValueError(f".entry {entry}: parameter list is not closed with ')'")
+        raise PTXSignatureError(f".entry {entry}: parameter list is not closed with ')'")
     body = text[start:stop].strip()
     if not body:
         return EntrySignature(entry, ())
@@ -146,46 +172,90 @@ def parse_entry(ptx: str, entry: str) -> EntrySignature:
 
 
 def _parse_param(entry: str, declaration: str) -> Param:
-    words = declaration.split()
-    if not words or words[0] != ".param":
-        raise ValueError(f".entry {entry}: expected '.param ...', got {declaration.strip()!r}")
-    type_ = None
-    is_ptr = False
-    space = None
-    align = None
-    i = 1
-    while i < len(words) - 1:
-        word = words[i]
-        if word == ".align":
-            if i + 1 >= len(words) - 1 or not words[i + 1].isdigit():
-                raise ValueError(f".entry {entry}: '.align' needs a byte count in "
-                                 f"{declaration.strip()!r}")
-            align = int(words[i + 1])
-            i += 2
-            continue
-        if word == ".ptr":
-            is_ptr = True
-        elif word.startswith(".") and word[1:] in _SPACES:
-            space = word[1:]
-        elif word.startswith(".") and word[1:] in SCALAR_TYPES:
-            if type_ is not None:
-                raise ValueError(f".entry {entry}: two types in {declaration.strip()!r}")
-            type_ = word[1:]
-        else:
-            raise ValueError(f".entry {entry}: unknown word {word!r} in {declaration.strip()!r}")
-        i += 1
-    name = _NAME.fullmatch(words[-1]) if len(words) > 1 else None
-    if type_ is None or name is None:
-        raise ValueError(f".entry {entry}: cannot read {declaration.strip()!r} as "
-                         "'.param .type [.ptr [.space] [.align N]] name'")
-    count = int(name.group(2)) if name.group(2) is not None else None
-    if is_ptr and type_ not in ("u32", "u64"):
-        raise ValueError(f".entry {entry}: '.ptr' needs a .u32 or .u64 parameter "
-                         f"(got .{type_} in {declaration.strip()!r})")
-    if space is not None and not is_ptr:
-        raise ValueError(f".entry {entry}: a state space without '.ptr' in "
-                         f"{declaration.strip()!r}")
-    if align is not None and (align <= 0 or align & (align - 1)):
-        raise ValueError(f".entry {entry}: '.align {align}' is not a power of two")
-    return Param(name=name.group(1), type=type_, count=count, is_ptr=is_ptr, space=space,
-                 align=align)
+    """One declaration, in the order nvJitLink requires: ``.param [.align N] .type
+    [.align N | .ptr [.space] [.align N]] name [[count]]``."""
+    quoted = " ".join(declaration.split())
+
+    def refuse(problem: str) -> PTXSignatureError:
+        return PTXSignatureError(f".entry {entry}: {problem} in {quoted!r} (expected "
+                                 "'.param [.align N] .type [.ptr[.space][.align N]] name' or "
+                                 "'.param [.align N] .type name[count]')")
+
+    words = _tokens(declaration, refuse)
+    words.reverse()  # pop() takes the next word
+
+    def take(accept: Callable[[str], bool]) -> str | None:
+        return words.pop() if words and accept(words[-1]) else None
+
+    def alignment() -> int | None:
+        if take(lambda w: w == ".align") is None:
+            return None
+        number = take(str.isdigit)
+        if number is None:
+            raise refuse("'.align' needs a byte count")
+        if int(number) <= 0 or int(number) & (int(number) - 1):
+            raise refuse(f"'.align {number}' is not a power of two")
+        return int(number)
+
+    def misplaced(what: str) -> PTXSignatureError:  # the next word is not the expected one
+        word = words[-1] if words else None
+        if word is None:
+            return refuse(f"no {what}")
+        if word.startswith(".") and word[1:] in _SPACES:
+            return refuse(f"a state space ({word}) must follow '.ptr', once")
+        if word.startswith(".") and word[1:] in SCALAR_TYPES:
+            return refuse("two types")
+        if word in (".ptr", ".align"):
+            return refuse(f"'{word}' out of place (twice, or before the type)")
+        return refuse(f"unknown word {word!r}")
+
+    if take(lambda w: w == ".param") is None:
+        raise refuse("expected '.param ...'")
+    lead = alignment()
+    type_ = take(lambda w: w.startswith(".") and w[1:] in SCALAR_TYPES)
+    if type_ is None:
+        raise misplaced("type")
+    trailing = alignment()
+    is_ptr = take(lambda w: w == ".ptr") is not None
+    space = pointee = None
+    if is_ptr:
+        if trailing is not None:
+            raise refuse("'.align' between the type and '.ptr' (write it after '.ptr')")
+        if type_[1:] not in ("u32", "u64"):
+            raise refuse(f"'.ptr' needs a .u32 or .u64 parameter (got {type_})")
+        space_word = take(lambda w: w.startswith(".") and w[1:] in _SPACES)
+        space = space_word[1:] if space_word else None
+        pointee = alignment()
+    elif lead is not None and trailing is not None:
+        raise refuse("two '.align's")
+    name = take(lambda w: _NAME.fullmatch(w) is not None)
+    if name is None:
+        raise misplaced("parameter name")
+    bracket = take(lambda w: w.startswith("["))
+    count = int(bracket[1:-1].strip()) if bracket else None
+    if words:
+        raise refuse(f"unexpected {words[-1]!r} after the name")
+    if is_ptr and count is not None:
+        raise refuse("'.ptr' on an array")
+    if count is not None and count <= 0:
+        raise refuse(f"an array of {count} elements")
+    if is_ptr:
+        return Param(name=name, type=type_[1:], is_ptr=True, space=space, align=pointee,
+                     slot_align=lead)
+    return Param(name=name, type=type_[1:], count=count,
+                 align=lead if lead is not None else trailing)
+
+
+def _tokens(declaration: str, refuse: Callable[[str], PTXSignatureError]) -> list[str]:
+    """``.param .u64 .ptr.global.align 16 a`` -> ``['.param', '.u64', '.ptr', '.global',
+    '.align', '16', 'a']``: PTX lets attributes run together (PTX ISA 5.1.6.3)."""
+    tokens, position = [], 0
+    while True:
+        match = _TOKEN.match(declaration, position)
+        if match is None:
+            rest = declaration[position:].strip()
+            if rest:
+                raise refuse(f"unexpected text {rest[:20]!r}")
+            return tokens
+        tokens.append(match.group(1))
+        position = match.end()

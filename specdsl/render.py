@@ -19,6 +19,8 @@ __all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
 # for a module without them ("does not match type NVJITLINK_INPUT_PTX") says nothing useful.
 _VERSION = re.compile(r"^\s*\.version\s", re.MULTILINE)
 _TARGET = re.compile(r"^\s*\.target\s", re.MULTILINE)
+# Control characters besides tab and newline (PTX ISA 4.1: source modules are ASCII text).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
@@ -49,7 +51,9 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
     Raises:
         TargetError: a malformed target string.
         RenderError: a value the PTX type cannot hold, a template's ``require(...)``
-            failure, or any template error; the message names the request and template.
+            failure, a printed value that is not one line of printable ASCII, a control
+            character in the text, or any template error; the message names the request
+            and template.
         UnsupportedTargetError: a template's ``require_target(...)`` failure: a request
             this target cannot run (a :class:`RenderError` too).
     """
@@ -65,6 +69,12 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
     except jinja2.TemplateError as exc:
         where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
         raise RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}") from exc
+    bad = _CONTROL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise RenderError(f"{spec!r}: template {info.template!r} renders the control character "
+                          f"{bad.group()!r} on PTX line {line}; PTX source is printable ASCII "
+                          "lines (a NUL would end the text nvJitLink compiles)")
     if f".entry {info.entry}" not in text:
         raise RenderError(f"{spec!r}: template {info.template!r} defines no '.entry {info.entry}'")
     if not (_VERSION.search(text) and _TARGET.search(text)):

@@ -1,12 +1,16 @@
 """Requests from text and back: ``rmsnorm hidden=4096 eps=1e-6`` <-> ``RMSNorm(...)``.
 
-Used by the CLI and by proofs that print counterexamples a user can paste.
+Used by the CLI and by proofs that print counterexamples a user can paste. A spec is
+named by a built-in name, ``package.module:ClassName`` or ``path/to/file.py:ClassName``
+(user modules are imported by :mod:`specdsl.user_modules`). Text and request round-trip:
+``parse_request(cls, format_request(r).split()[1:]) == r``.
 """
 
 from __future__ import annotations
 
 import enum
-import importlib
+import shlex
+import types
 import typing
 from typing import Any, Literal
 
@@ -14,8 +18,10 @@ import attrs
 
 from .errors import SpecError
 from .spec import is_spec, spec_info
+from .user_modules import file_of, load_module
 
-__all__ = ["builtin_specs", "resolve_spec", "parse_request", "format_request", "spec_name"]
+__all__ = ["builtin_specs", "spec_name", "resolve_spec", "parse_assignments", "build_request",
+           "parse_request", "format_value", "format_request"]
 
 
 def builtin_specs() -> dict[str, type]:
@@ -26,18 +32,22 @@ def builtin_specs() -> dict[str, type]:
 
 
 def spec_name(cls: type) -> str:
-    """The name that :func:`resolve_spec` takes back: ``"rmsnorm"`` or ``"pkg.mod:Class"``."""
+    """The name that :func:`resolve_spec` takes back: ``"rmsnorm"``, ``"pkg.mod:Class"``,
+    or for a class from a file imported by path, ``"path/file.py:Class"``."""
     builtin = builtin_specs()
     if builtin.get(cls.__name__.lower()) is cls:
         return cls.__name__.lower()
-    return f"{cls.__module__}:{cls.__qualname__}"
+    return f"{file_of(cls.__module__) or cls.__module__}:{cls.__qualname__}"
 
 
 def resolve_spec(name: str) -> type:
-    """A spec class from a built-in name (``"rmsnorm"``) or ``"package.module:ClassName"``.
+    """A spec class from a built-in name (``"rmsnorm"``), ``"package.module:ClassName"``
+    or ``"path/to/file.py:ClassName"``.
 
     Raises:
-        SpecError: no such built-in, module or class, or the object is not a kernel spec.
+        SpecError: no such built-in, module, file or class, a module that fails to import
+            (see :func:`specdsl.user_modules.load_module`), or an object that is not a
+            kernel spec.
     """
     builtin = builtin_specs()
     if ":" not in name:
@@ -46,11 +56,8 @@ def resolve_spec(name: str) -> type:
             raise SpecError(f"unknown spec {name!r}: built-in specs are "
                             f"{', '.join(sorted(builtin))}, or give 'package.module:ClassName'")
         return cls
-    module_name, _, qualname = name.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SpecError(f"cannot import module {module_name!r} for spec {name!r}: {exc}") from None
+    module_name, _, qualname = name.rpartition(":")
+    obj: Any = load_module(module_name)
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
@@ -62,17 +69,21 @@ def resolve_spec(name: str) -> type:
 
 def _parse_value(owner: str, name: str, tp: Any, text: str) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, types.UnionType):
         if text.lower() == "none":
             return None
         return _parse_value(owner, name, next(a for a in args if a is not type(None)), text)
     if origin is tuple:
         items = [t for t in text.strip("()[] ").split(",") if t.strip()]
         item_types = [args[0]] * len(items) if args[1:] == (Ellipsis,) else list(args)
-        return tuple(_parse_value(owner, name, t, s.strip()) for t, s in zip(item_types, items))
+        if len(item_types) != len(items):  # never drop or invent an item
+            raise SpecError(f"{owner}.{name} must be {len(item_types)} comma-separated "
+                            f"values (got {text!r})")
+        return tuple(_parse_value(owner, name, t, s.strip())
+                     for t, s in zip(item_types, items, strict=True))
     if origin is Literal:
         for option in args:
-            if str(option) == text:
+            if text in (format_value(option), str(option)):
                 return option
         return text
     if tp is bool:
@@ -92,17 +103,17 @@ def _parse_value(owner: str, name: str, tp: Any, text: str) -> Any:
             return float(text)
         except ValueError:
             raise SpecError(f"{owner}.{name} must be a float (got {text!r})") from None
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return text  # the field's coercer accepts member names and values
-    return text
+    return text  # str fields; enum fields' coercers take member names and values
 
 
-def parse_request(cls: type, assignments: list[str]) -> Any:
-    """Build a request of ``cls`` from ``["field=value", ...]``.
+def parse_assignments(cls: type, assignments: list[str]) -> dict[str, Any]:
+    """``{field: value}`` from ``["field=value", ...]``, each value parsed by its field's type.
+
+    The values are not yet checked together: building the request does that.
 
     Raises:
-        SpecError: a malformed assignment, an unknown field, or a bad value (naming
-            the field, the value and what was expected).
+        SpecError: a malformed assignment, an unknown field, a field given twice, or a
+            value its type cannot parse (naming the field, the value and what was expected).
     """
     info = spec_info(cls)
     hints = typing.get_type_hints(cls)
@@ -120,28 +131,54 @@ def parse_request(cls: type, assignments: list[str]) -> Any:
             raise SpecError(f"{cls.__qualname__}.{name} is given twice ({item!r}); give each "
                             "field once")
         values[name] = _parse_value(cls.__qualname__, name, hints[name], text.strip())
-    try:
-        return cls(**values)
-    except TypeError as exc:  # a missing required field
-        raise SpecError(f"{cls.__qualname__}: {exc}") from None
+    return values
 
 
-def _format_value(value: Any) -> str:
+def build_request(cls: type, values: dict[str, Any]) -> Any:
+    """``cls(**values)``.
+
+    Raises:
+        SpecError: a value a field refuses, or a missing required field (a
+            :class:`~specdsl.errors.SpecArgumentError`, which names the class and field).
+    """
+    return cls(**values)
+
+
+def parse_request(cls: type, assignments: list[str]) -> Any:
+    """Build a request of ``cls`` from ``["field=value", ...]``.
+
+    Raises:
+        SpecError: a malformed assignment, an unknown or missing field, or a bad value
+            (naming the field, the value and what was expected).
+    """
+    return build_request(cls, parse_assignments(cls, assignments))
+
+
+def format_value(value: Any) -> str:
+    """A field value as the CLI word that parses back to it: ``bf16``, ``1e-06``, ``none``.
+
+    Enum members by value when it is a str (``DType.BF16`` -> ``bf16``), else by name;
+    bools as ``true``/``false``; tuples comma-separated; floats by ``repr`` (exact).
+    """
     if isinstance(value, enum.Enum):
-        return str(value.value)
-    if isinstance(value, tuple):
-        return ",".join(_format_value(v) for v in value)
-    if value is None:
-        return "none"
+        return value.value if isinstance(value.value, str) else value.name
     if isinstance(value, bool):
         return "true" if value else "false"
-    return repr(value)
+    if isinstance(value, tuple):
+        return ",".join(format_value(v) for v in value)
+    if value is None:
+        return "none"
+    return repr(value) if isinstance(value, float) else str(value)
 
 
-def format_request(spec: Any) -> str:
-    """The request as CLI words: ``rmsnorm hidden=4096 eps=1e-06 block=256``."""
+def format_request(spec: Any, *, baked_only: bool = False) -> str:
+    """The request as command-line words that name it again: ``rmsnorm hidden=4096 ...``.
+
+    Every field in declaration order, or with ``baked_only`` the baked fields alone
+    (launch fields never change the PTX: ``vectoradd dtype=f16``). Each word is quoted
+    for a POSIX shell where it needs it, so the text can be pasted after ``specdsl diff``.
+    """
     cls = type(spec)
-    words = [spec_name(cls)]
-    for f in attrs.fields(cls):
-        words.append(f"{f.name}={_format_value(getattr(spec, f.name))}")
-    return " ".join(words)
+    names = spec_info(spec).baked if baked_only else tuple(f.name for f in attrs.fields(cls))
+    words = [spec_name(cls)] + [f"{name}={format_value(getattr(spec, name))}" for name in names]
+    return " ".join(shlex.quote(word) for word in words)

@@ -10,7 +10,7 @@ import attrs
 
 from .errors import TargetError
 
-__all__ = ["Target"]
+__all__ = ["Target", "known_targets"]
 
 # Lowest PTX ISA version that knows each target, from the PTX ISA's
 # "Release Notes" and "Target ISA notes" (section 9.7 / 13): sm_90a needs 8.0,
@@ -21,6 +21,9 @@ _MIN_ISA: dict[int, tuple[int, int]] = {
 }
 # specdsl's templates are written against PTX ISA 8.0 (CUDA 12.0) or newer.
 _ISA_FLOOR = (8, 0)
+# The first compute capability with each suffix (PTX ISA, ".target"): architecture-specific
+# targets from sm_90a (ISA 8.0), family-specific targets from sm_100f (ISA 8.8).
+_SUFFIX_FROM = {"": 0, "a": 90, "f": 100}
 _PATTERN = re.compile(r"sm_(\d{2,3})([af]?)")
 
 
@@ -28,10 +31,13 @@ _PATTERN = re.compile(r"sm_(\d{2,3})([af]?)")
 class Target:
     """The render context a compile target supplies: ``sm_90``, ``sm_90a``, ...
 
+    Made from its name, ``Target("sm_90a")``, or from its parts, ``Target(90, "a")``;
+    :meth:`parse` also takes a Target.
+
     Attributes:
         arch: compute capability as one integer (``90`` for 9.0).
-        suffix: ``""``, ``"a"`` (architecture-specific features, e.g. ``wgmma``)
-            or ``"f"`` (family-specific features).
+        suffix: ``""``, ``"a"`` (architecture-specific features, e.g. ``wgmma``; sm_90
+            and newer) or ``"f"`` (family-specific features; sm_100 and newer).
         ptx_version: the PTX ISA version the templates emit in ``.version``,
             as ``(major, minor)``; by default the newer of the target's minimum
             and specdsl's floor (8.0).
@@ -40,7 +46,9 @@ class Target:
     ``sm_90`` and ``sm_90a`` are equal in rank but distinct targets.
 
     Raises:
-        TargetError: from :meth:`parse` for a malformed or unknown string.
+        TargetError: a malformed name, an unknown compute capability, a suffix the
+            compute capability does not have (``sm_80a``, ``sm_90f``), or a PTX ISA
+            version older than the target needs.
     """
 
     arch: int
@@ -50,11 +58,26 @@ class Target:
     KNOWN: ClassVar[tuple[int, ...]] = tuple(sorted(_MIN_ISA))
 
     def __attrs_post_init__(self) -> None:
+        if isinstance(self.arch, str):  # Target("sm_90a"): the name users write
+            named = _parse_text(self.arch)
+            if self.suffix not in ("", named.suffix):
+                raise TargetError(f"target {self.arch!r} already names its suffix "
+                                  f"(got suffix={self.suffix!r} too)")
+            object.__setattr__(self, "arch", named.arch)
+            object.__setattr__(self, "suffix", named.suffix)
+        if type(self.arch) is not int:
+            raise TargetError(f"target arch must be an int such as 90 or a name such as "
+                              f"'sm_90' (got {self.arch!r})")
         if self.arch not in _MIN_ISA:
             known = ", ".join(f"sm_{a}" for a in self.KNOWN)
             raise TargetError(f"unknown compute capability sm_{self.arch} (known: {known})")
-        if self.suffix not in ("", "a", "f"):
+        if self.suffix not in _SUFFIX_FROM:
             raise TargetError(f"target suffix must be '', 'a' or 'f' (got {self.suffix!r})")
+        if self.arch < _SUFFIX_FROM[self.suffix]:
+            kind = "architecture" if self.suffix == "a" else "family"
+            raise TargetError(f"sm_{self.arch}{self.suffix} is no target: {kind}-specific "
+                              f"'{self.suffix}' targets start at sm_{_SUFFIX_FROM[self.suffix]}"
+                              f"{self.suffix} (PTX ISA, '.target')")
         floor = max(_MIN_ISA[self.arch], _ISA_FLOOR, (8, 8) if self.suffix == "f" else (0, 0))
         if self.ptx_version is None:
             object.__setattr__(self, "ptx_version", floor)
@@ -113,6 +136,13 @@ class Target:
 
     def __str__(self) -> str:
         return self.sm
+
+
+def known_targets() -> tuple[Target, ...]:
+    """Every target :meth:`Target.parse` accepts, at its default PTX ISA version:
+    each known compute capability with each suffix it has, in rank order."""
+    return tuple(Target(arch, suffix) for arch in Target.KNOWN for suffix in _SUFFIX_FROM
+                 if arch >= _SUFFIX_FROM[suffix])
 
 
 @functools.lru_cache(maxsize=64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ import jinja2
 from jinja2 import meta
 
 from . import immediates, templatecache
-from .errors import RenderError, UnsupportedTargetError
+from .errors import RenderError, TemplatesMissingError, UnsupportedTargetError
+from .fields import is_ptx_text
 
 __all__ = ["builtin_template_dir", "environment", "TemplateFacts", "template_facts",
            "CONTEXT_NAMES"]
@@ -31,13 +33,18 @@ CONTEXT_NAMES = frozenset({"target", "entry"})
 
 
 def builtin_template_dir() -> Path:
-    """The folder of specdsl's own templates: inside the wheel, or the checkout's ``templates/``."""
+    """The folder of specdsl's own templates: inside the wheel, or the checkout's ``templates/``.
+
+    Raises:
+        TemplatesMissingError: neither folder exists (a broken install).
+    """
     here = Path(__file__).resolve().parent
     for candidate in (here / "_templates", here.parent / "templates"):
         if candidate.is_dir():
             return candidate
-    raise RuntimeError(f"specdsl's templates are missing (looked in {here / '_templates'} "
-                       f"and {here.parent / 'templates'}): reinstall specdsl")
+    raise TemplatesMissingError(
+        f"specdsl's templates are missing (looked in {here / '_templates'} and "
+        f"{here.parent / 'templates'}): reinstall specdsl")
 
 
 def _require(condition: Any, message: str) -> str:
@@ -63,7 +70,21 @@ def _finalize(value: Any) -> Any:
     if isinstance(value, float):
         raise RenderError(f"template printed the raw float {value!r}; "
                           "write it through an immediate filter such as |f32 or |f64")
-    return value
+    if isinstance(value, str):  # a macro's output may span lines; nothing may hold controls
+        bad = _NOT_TEXT.search(value)
+        if bad:
+            raise RenderError(f"template printed {value!r}, which holds {bad.group()!r}: PTX "
+                              "source is printable ASCII text in lines")
+        return value
+    text = str(value)  # an object's text (an enum member's, a user type's) is one line
+    if not is_ptx_text(text):
+        raise RenderError(f"template printed {value!r} as {text!r}, which is not one line of "
+                          "printable ASCII: PTX source is ASCII, one statement a line")
+    return text
+
+
+# Anything but printable ASCII, tab and newline (PTX ISA 4.1 "Source Format").
+_NOT_TEXT = re.compile(r"[^\t\n\x20-\x7e]")
 
 
 def _int_filter(ptx_type: str):
@@ -99,6 +120,10 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
     (``0xXXXX`` bit patterns), ``u32``, ``s32``, ``u64``, ``s64`` (range-checked
     decimals). Globals: ``require(condition, message)`` raises :class:`RenderError`;
     ``require_target(condition, message)`` raises :class:`UnsupportedTargetError`.
+    Printing a raw float or bool is a :class:`RenderError`, and so is printing text that
+    holds a character other than printable ASCII, tab and newline, or an object whose
+    text is not one line of printable ASCII (PTX ISA 4.1: source is ASCII lines). A
+    baked ``str`` is one line by construction (see :func:`specdsl.fields.baked`).
     """
     env = jinja2.Environment(
         loader=_PinnedLoader([*search_path, str(builtin_template_dir())]),

@@ -53,6 +53,20 @@ def test_misaligned_pointer_refused(vector_add):
         vector_add.values((0x1000, 0x2008, 0x3000, 4))
 
 
+def test_pointer_without_align_must_be_four_byte_aligned(launch_path):
+    """A '.ptr' declared without '.align' points to 4-byte-aligned memory (PTX ISA 5.1.6.3):
+    an address 2 bytes past a boundary is refused, one 4 bytes past is taken, on both the
+    compiled and the plain-Python launch path."""
+    packer = _packer(".param .u64 .ptr .global p")
+    seen = []
+    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    assert fire((0x1004,), (0, None), (1, 1, 1, 32, 1, 1, 0, None)) is None
+    assert seen == [(0x1004,)]
+    with pytest.raises(LaunchError, match=r"aligned to 4 bytes \(a \.ptr without \.align: PTX "
+                                          r"ISA 5\.1\.6\.3\); 0x1002 is 2 bytes past"):
+        fire((0x1002,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+
+
 def test_host_array_for_pointer_refused(vector_add):
     """A NumPy (host) array for a pointer parameter is refused as host memory."""
     with pytest.raises(LaunchError, match=r"'a'.*host memory"):
@@ -372,12 +386,22 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
     if numpy_values:
         args = _numpy_args(args)
     seen = []
-    record = lambda stream, config, kernel, *values: seen.append(values)  # noqa: E731
-    packer.core_launcher(record, kernel="k")(args, (0, "stream"),
-                                             (1, 1, 1, 32, 1, 1, 0, "config"))
-    packer.bound_core_launcher(record, "k", (0, "stream"), "config", None)(*args)
+
+    def recorder(who):
+        def core_launch(stream, config, kernel, *values):
+            seen.append((who, stream, config, kernel, values))
+        return core_launch
+
+    failures = []
+    fired = packer.core_launcher(recorder("launch"), kernel="k")(
+        args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
+    packer.bound_core_launcher(recorder("bind"), "k", (0, "stream"), "config",
+                               lambda exc, given: failures.append(exc))(*args)
+    assert fired is None and failures == []  # cuda.core's stand-in took every value
+    assert [(who, stream, config, kernel) for who, stream, config, kernel, _ in seen] == [
+        ("launch", "stream", "config", "k"), ("bind", "stream", "config", "k")]
     expected = packer.pack(args)
-    for values in seen:
+    for *_, values in seen:
         got = _bytes_cuda_core_packs(values, packer)
         for param, offset, field in zip(packer.signature.params, packer.offsets, got):
             assert field == expected[offset:offset + param.size], (param.name, field)
@@ -490,17 +514,69 @@ def test_messages_keep_the_callers_value_and_type():
         scalar.values((True,))
 
 
-def test_an_array_interface_set_on_the_object_is_read():
+class _StandInView:
+    """Stands in for cuda.core's StridedMemoryView, reading __cuda_array_interface__ as a
+    plain dict: without a driver the real one cannot ask which device owns the pointer."""
+
+    def __init__(self, interface):
+        self.ptr = interface["data"][0]
+        self.shape = interface["shape"]
+        self.strides = interface["strides"]
+        self.size = 1
+        for extent in self.shape:
+            self.size *= extent
+        self.is_device_accessible, self.device_id = True, 0
+
+    @classmethod
+    def from_any_interface(cls, value, stream_ptr):
+        return cls(value.__cuda_array_interface__)
+
+
+@pytest.fixture
+def stand_in_view(monkeypatch):
+    """The pointer readers see _StandInView in place of cuda.core's StridedMemoryView."""
+    import cuda.core.utils
+
+    monkeypatch.setattr(cuda.core.utils, "StridedMemoryView", _StandInView)
+
+
+def _interface(ptr, shape=(4,), strides=None):
+    return {"shape": shape, "typestr": "<f4", "version": 3, "data": (ptr, False),
+            "strides": strides}
+
+
+def test_an_array_interface_set_on_the_object_is_read(stand_in_view):
     """__cuda_array_interface__ set in __init__ (not on the class) is read like any other:
-    its misaligned address is refused as such (or, with no driver to read it through, the
-    interface's own failure is named), not as 'no array'."""
+    its misaligned address is refused as such, not as 'no array'."""
     class Wrapped:
         def __init__(self, ptr):
-            self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "version": 3,
-                                             "data": (ptr, False), "strides": None}
+            self.__cuda_array_interface__ = _interface(ptr)
 
     packer = ArgumentPacker(parse_entry(render(VectorAdd()), "vector_add"), device_id=0)
-    with pytest.raises(LaunchError) as info:
+    assert packer.values((Wrapped(0x1010), 0x2000, 0x3000, 4))[0] == 0x1010
+    with pytest.raises(LaunchError, match=r"parameter 'a' .* aligned to 16 bytes \(\.align 16\); "
+                                          r"0x1008 is 8 bytes past a boundary"):
         packer.values((Wrapped(0x1008), 0x2000, 0x3000, 4))
-    message = str(info.value)
-    assert "its array interface failed" in message or "0x1008 is 8 bytes past" in message
+
+
+def test_an_array_interface_on_the_class_is_checked(stand_in_view, launch_path):
+    """An array type exposing __cuda_array_interface__ is read through the view on both
+    launch paths: its address is taken, misalignment and non-contiguous strides refused."""
+    class Array:
+        def __init__(self, ptr, strides=None):
+            self.interface = _interface(ptr, (2, 4), strides)
+
+        @property
+        def __cuda_array_interface__(self):
+            return self.interface
+
+    packer = _packer(".param .u64 .ptr .global .align 16 p")
+    seen = []
+    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    geometry = (1, 1, 1, 32, 1, 1, 0, None)
+    assert fire((Array(0x7F0000000100),), (0, None), geometry) is None
+    assert seen == [(0x7F0000000100,)]
+    with pytest.raises(LaunchError, match=r"0x7f0000000104 is 4 bytes past a boundary"):
+        fire((Array(0x7F0000000104),), (0, None), geometry)
+    with pytest.raises(LaunchError, match=r"the array is not C-contiguous"):
+        fire((Array(0x7F0000000100, strides=(4, 8)),), (0, None), geometry)

@@ -1,15 +1,29 @@
-"""The specdsl command line: list, render, key, and one-line errors."""
+"""The specdsl command line's contract: exit statuses, one-line errors, parsing, the
+working folder, closed pipes; and a fuzz test of all of it (docs/cli.md)."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
+import shutil
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
+from conftest import gpu_available
 from specdsl import derived_key, render
 from specdsl.cli import main
-from specdsl.kernels import VectorAdd
+from specdsl.kernels import RMSNorm, VectorAdd
+
+ERROR_LINE = re.compile(r"^specdsl(?: [a-z-]+)?: error: \S.*$")
+#: stderr lines a command may print besides its one error line
+QUIET_LINES = re.compile(r"^(specdsl [a-z-]+: note: |skipped |\[\d+/\d+\] )")
+_modules = itertools.count()
 
 
 def run(capsys, *argv):
@@ -17,6 +31,37 @@ def run(capsys, *argv):
     out, err = capsys.readouterr()
     return code, out, err
 
+
+def assert_one_error_line(err: str, start: str = "specdsl") -> str:
+    """The one ``specdsl VERB: error: ...`` line of ``err`` (other lines only notes)."""
+    errors = [line for line in err.splitlines() if not QUIET_LINES.match(line)]
+    assert len(errors) == 1 and ERROR_LINE.match(errors[0]), err
+    assert errors[0].startswith(start) and "Traceback" not in err
+    return errors[0]
+
+
+def script() -> str:
+    """The installed console script next to this Python (skip where there is none)."""
+    path = Path(sys.executable).parent / "specdsl"
+    found = str(path) if path.exists() else shutil.which("specdsl")
+    if found is None:
+        pytest.skip("the specdsl console script is not installed next to this Python")
+    return found
+
+
+@pytest.fixture
+def module_dir(tmp_path, monkeypatch):
+    """Writes a fresh user module in a folder on sys.path; returns its name."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(source: str) -> str:
+        name = f"climod_{next(_modules)}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        return name
+    return write
+
+
+# --- the verbs, briefly --------------------------------------------------------------------
 
 def test_list(capsys):
     """list names every built-in spec with its template and entry."""
@@ -26,9 +71,10 @@ def test_list(capsys):
 
 
 def test_list_verbose_shows_fields(capsys):
-    """list -v shows each field's role and default."""
+    """list -v shows each field's role, type and default."""
     code, out, _ = run(capsys, "list", "-v")
-    assert code == 0 and "baked  dtype = DType.F32" in out and "launch block = 256" in out
+    assert code == 0 and "    baked  dtype: DType = DType.F32  element type" in out
+    assert "    launch block: int = 256  threads per CTA" in out
 
 
 def test_render_matches_library(capsys):
@@ -50,6 +96,8 @@ def test_key_prints_hand_written(capsys):
     assert code == 0 and "hand-written: legacy-12" in out and out.startswith("derived: legacy-")
 
 
+# --- one line, exit 2 ----------------------------------------------------------------------
+
 @pytest.mark.parametrize("argv, message", [
     (["render", "vectoradd", "dtype=i32"], "VectorAdd.dtype = DType.I32 is invalid: expected one"),
     (["render", "vectoradd", "dtype"], "expected field=value (got 'dtype')"),
@@ -65,15 +113,282 @@ def test_errors_are_one_line(capsys, argv, message):
     """Bad input gives one line on stderr and exit status 2, not a traceback."""
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == ""
-    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert message in assert_one_error_line(err, f"specdsl {argv[0]}: error: ")
 
 
-def test_bad_target_is_usage_error(capsys):
-    """A malformed --target is an argparse usage error (exit 2)."""
-    with pytest.raises(SystemExit) as info:
-        main(["render", "vectoradd", "--target", "sm90"])
-    assert info.value.code == 2
-    assert "must look like 'sm_90'" in capsys.readouterr().err
+@pytest.mark.parametrize("argv, line", [
+    ([], "specdsl: error: the following arguments are required: COMMAND"),
+    (["nosuch"], "specdsl: error: argument COMMAND: invalid choice: 'nosuch'"),
+    (["render"], "specdsl render: error: the following arguments are required: SPEC"),
+    (["render", "vectoradd", "--bogus"], "specdsl render: error: unrecognized arguments: --bogus"),
+    (["render", "vectoradd", "--target"], "specdsl render: error: argument --target: expected "
+                                          "one argument"),
+    (["render", "vectoradd", "--target", "sm90"], "specdsl render: error: argument --target: "),
+    (["verify", "--max-registers", "many"], "specdsl verify: error: argument --max-registers: "
+                                            "invalid int value: 'many'"),
+    (["run", "extra"], "specdsl run: error: unexpected words: extra"),
+])
+def test_argparse_errors_are_one_line(capsys, argv, line):
+    """argparse's own errors follow the rule too: one line (no usage block), exit 2."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert assert_one_error_line(err).startswith(line)
+
+
+def test_version(capsys):
+    """--version prints the package version and returns 0 (main never raises SystemExit)."""
+    import specdsl
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out == f"specdsl {specdsl.__version__}\n"
+
+
+def test_help_returns_zero(capsys):
+    """A verb's --help prints its options and returns 0."""
+    code, out, _ = run(capsys, "verify", "--help")
+    assert code == 0 and "--variants" in out and "--max-registers" in out
+
+
+def test_version_matches_pyproject():
+    """specdsl.__version__ is the version pyproject.toml publishes."""
+    import tomllib
+
+    import specdsl
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert specdsl.__version__ == project["project"]["version"]
+
+
+def test_user_module_with_a_syntax_error(capsys, module_dir):
+    """A user module that does not parse: one line naming the file and line, exit 2."""
+    name = module_dir("x = (\n")
+    code, out, err = run(capsys, "key", f"{name}:Spec")
+    line = assert_one_error_line(err, "specdsl key: error: ")
+    assert code == 2 and out == ""
+    assert f"cannot import module {name!r}: SyntaxError: " in line and f"{name}.py" in line
+
+
+def test_user_module_that_raises_at_import(capsys, module_dir):
+    """A user module that raises while it runs: one line with the error and where, exit 2."""
+    name = module_dir("import math\nvalue = 1 / 0\n")
+    code, _, err = run(capsys, "check-keys", name)
+    line = assert_one_error_line(err, "specdsl check-keys: error: ")
+    assert code == 2 and f"cannot import module {name!r}: ZeroDivisionError: " in line
+    assert line.endswith(f"{name}.py:2)")
+
+
+def test_user_module_that_exits_at_import(capsys, module_dir):
+    """A user module calling sys.exit() at import is an error like any other, exit 2."""
+    name = module_dir("import sys\nsys.exit(3)\n")
+    code, _, err = run(capsys, "render", f"{name}:Spec")
+    assert code == 2 and "SystemExit: 3" in assert_one_error_line(err)
+
+
+def test_an_unexpected_exception_is_one_line(capsys, monkeypatch):
+    """A bug inside specdsl still gives one line, saying it is one and where, exit 2."""
+    from specdsl.keys import hand_key
+
+    monkeypatch.setattr("specdsl.cli_keys.key_inputs", hand_key)  # called with one too many
+    code, _, err = run(capsys, "key", "vectoradd")
+    line = assert_one_error_line(err, "specdsl key: error: internal error, a bug in specdsl")
+    assert code == 2 and "TypeError: hand_key() takes 1 positional argument" in line
+    assert re.search(r"\(at .*specdsl/cli_keys\.py:\d+\)$", line)
+
+
+def test_interrupt_is_one_line_and_status_130(capsys, monkeypatch):
+    """Ctrl-C during a command: one 'interrupted' line and exit status 130, no traceback."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("specdsl.cli_keys.derived_key", interrupted)
+    assert run(capsys, "key", "vectoradd") == (130, "", "specdsl key: interrupted\n")
+
+
+def test_render_out_onto_a_file_is_refused(capsys, tmp_path):
+    """render --out naming an existing file: one line, exit 2, the file untouched."""
+    target = tmp_path / "taken.ptx"
+    target.write_text("mine")
+    code, out, err = run(capsys, "render", "rmsnorm", "hidden=4096", "--out", str(target))
+    assert code == 2 and out == "" and target.read_text() == "mine"
+    assert f"--out {str(target)!r} is a file" in assert_one_error_line(err)
+
+
+# --- options anywhere ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("before, after", [
+    (["render", "--target", "sm_90a", "vectoradd", "dtype=f16"],
+     ["render", "vectoradd", "dtype=f16", "--target", "sm_90a"]),
+    (["render", "--target", "sm_90a", "vectoradd", "dtype=f16"],
+     ["render", "vectoradd", "--target=sm_90a", "dtype=f16"]),
+    (["key", "--json", "rmsnorm", "hidden=4096", "eps=1e-5"],
+     ["key", "rmsnorm", "hidden=4096", "--json", "eps=1e-5"]),
+    (["diff", "--target-b", "sm_90a", "vectoradd", "dtype=f16", "--", "dtype=bf16"],
+     ["diff", "vectoradd", "dtype=f16", "--", "dtype=bf16", "--target-b", "sm_90a"]),
+    (["verify", "--json", "--no-spills", "vectoradd", "dtype=f16"],
+     ["verify", "vectoradd", "--no-spills", "dtype=f16", "--json"]),
+    (["check-keys", "--samples", "0", "handkeyed"], ["check-keys", "handkeyed", "--samples", "0"]),
+    (["list", "--json", "vectoradd"], ["list", "vectoradd", "--json"]),
+])
+def test_options_before_or_after_the_words(capsys, before, after):
+    """Every verb takes its options before, between or after the SPEC and field words."""
+    first, second = run(capsys, *before), run(capsys, *after)
+    strip = re.compile(r'"compile_seconds": [0-9.e-]+|\d+ ms')
+    assert first[0] in (0, 1) and first[0] == second[0]
+    assert strip.sub("", first[1]) == strip.sub("", second[1]) and first[1]
+
+
+def test_diff_b_words_keep_their_place(capsys):
+    """Words after '--' are request B's wherever the options sit."""
+    code, out, _ = run(capsys, "diff", "vectoradd", "--target", "sm_90", "dtype=f16", "--",
+                       "--target-b", "sm_90", "dtype=bf16")
+    assert code == 1 and "(vectoradd dtype=f16 block=256, sm_90)" in out.splitlines()[0]
+    assert "(vectoradd dtype=bf16 block=256, sm_90)" in out.splitlines()[1]
+
+
+def test_deprecated_grid_flag_notes_and_works(capsys, tmp_path):
+    """--grid still works as --variants, with one deprecation note on stderr."""
+    old = run(capsys, "render", "vectoradd", "--grid", "--out", str(tmp_path / "a"))
+    new = run(capsys, "render", "vectoradd", "--variants", "--out", str(tmp_path / "b"))
+    assert old[0] == new[0] == 0 and len(old[1].split()) == len(new[1].split()) == 3
+    assert old[2] == ("specdsl render: note: --grid is deprecated, use --variants (a spec's "
+                      "variants; 'grid' names the CUDA launch grid)\n") and new[2] == ""
+
+
+# --- variants with pinned fields -----------------------------------------------------------
+
+def test_verify_pinned_variants_check_the_applications_requests(capsys):
+    """verify rmsnorm hidden=2048 --variants compiles the block RMSNorm(hidden=2048) picks."""
+    import json
+
+    code, out, _ = run(capsys, "verify", "rmsnorm", "hidden=2048", "--variants", "--json")
+    checked = {(d["fields"]["dtype"], d["fields"]["fused_residual"]): d["fields"]["block"]
+               for d in json.loads(out)}
+    assert code == 0 and len(checked) == 6
+    for (dtype, fused), block in checked.items():
+        assert block == RMSNorm(hidden=2048, dtype=dtype, fused_residual=fused).block
+
+
+def test_variants_pin_a_required_field_without_variants(capsys, module_dir):
+    """alpha=2.0 --variants works on a spec whose alpha has no default and no variants."""
+    templates = str(Path(__file__).parent / "user_templates")
+    name = module_dir(f'''
+        from specdsl import baked, kernel_spec
+
+        @kernel_spec(template="legacy.ptx.j2", entry="legacy", template_dir={templates!r})
+        class Scaled:
+            scale: float = baked()
+            n: int = baked(3)
+    ''')
+    code, out, err = run(capsys, "verify", f"{name}:Scaled", "scale=2.0", "--variants")
+    assert code == 0, err
+    assert f"{name}:Scaled scale=2.0 n=3" in out and out.rstrip().endswith("1 passed, 0 failed")
+
+
+# --- modules and files ---------------------------------------------------------------------
+
+def _spec_file(folder: Path, name: str = "filekernels.py") -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(f'''
+        from specdsl import baked, kernel_spec
+
+        @kernel_spec(template="legacy.ptx.j2", entry="legacy",
+                     template_dir={str(Path(__file__).parent / "user_templates")!r})
+        class FromFile:
+            n: int = baked(4)
+            scale: float = baked(1.0)
+
+            def key(self):
+                return f"legacy-{{self.n}}"
+    '''))
+    return path
+
+
+def test_check_keys_takes_a_file_path(capsys, tmp_path, monkeypatch):
+    """check-keys ./file.py imports the file (no relative-import TypeError) and proves it."""
+    monkeypatch.chdir(tmp_path)
+    _spec_file(tmp_path)
+    monkeypatch.delitem(sys.modules, "filekernels", raising=False)
+    code, out, err = run(capsys, "check-keys", "./filekernels.py", "--samples", "0")
+    assert code == 1, err
+    assert "INCOMPLETE  filekernels.FromFile: key() reads n;" in out
+
+
+def test_spec_from_a_file_path(capsys, tmp_path, monkeypatch):
+    """SPEC may be path/file.py:ClassName; the class keeps its module name (the stem)."""
+    path = _spec_file(tmp_path, "pathkernels.py")
+    monkeypatch.delitem(sys.modules, "pathkernels", raising=False)
+    code, out, _ = run(capsys, "key", f"{path}:FromFile", "n=5")
+    module = sys.modules.pop("pathkernels")
+    assert code == 0 and out.splitlines() == [f"derived: {derived_key(module.FromFile(n=5))}",
+                                             "hand-written: legacy-5"]
+    assert module.FromFile.__module__ == "pathkernels"
+
+
+def test_file_named_like_a_standard_module_is_refused(capsys, tmp_path):
+    """A file whose stem is a standard module's name never replaces that module."""
+    import json
+
+    _spec_file(tmp_path, "json.py")
+    code, _, err = run(capsys, "check-keys", str(tmp_path / "json.py"))
+    assert code == 2 and sys.modules["json"] is json
+    assert "as module 'json': that is the name of another module" in assert_one_error_line(err)
+
+
+def test_modules_in_the_working_folder_resolve_without_sys_path(capsys, tmp_path, monkeypatch):
+    """A module found nowhere on sys.path is imported from the working folder, which is
+    then taken off sys.path again."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    _spec_file(tmp_path, "cwdkernels.py")
+    monkeypatch.delitem(sys.modules, "cwdkernels", raising=False)
+    code, out, _ = run(capsys, "key", "cwdkernels:FromFile")
+    sys.modules.pop("cwdkernels", None)
+    assert code == 0 and "hand-written: legacy-4" in out
+    assert str(tmp_path) not in sys.path and "" not in sys.path
+
+
+# --- processes: python -m, the console script, the working folder, pipes --------------------
+
+def _plant(folder: Path) -> None:
+    """A difflib.py and a cuda package that shout if they are ever imported."""
+    (folder / "difflib.py").write_text("raise SystemExit('HIJACKED difflib')\n")
+    (folder / "cuda").mkdir()
+    (folder / "cuda" / "__init__.py").write_text("raise SystemExit('HIJACKED cuda')\n")
+
+
+def _commands() -> list[list[str]]:
+    return [[sys.executable, "-m", "specdsl"], [script()]]
+
+
+@pytest.mark.parametrize("how", ["python -m", "console script"])
+def test_working_folder_never_shadows_imports(tmp_path, how):
+    """A planted difflib.py and cuda/__init__.py in the working folder never run, under
+    python -m specdsl and the console script; a user module there still resolves."""
+    _plant(tmp_path)
+    _spec_file(tmp_path, "mykernels.py")
+    prefix = _commands()[0 if how == "python -m" else 1]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    for argv, status in ((["verify", "vectoradd"], 0),
+                         (["diff", "vectoradd", "--", "dtype=f16"], 1),
+                         (["verify", "mykernels:FromFile"], 0)):
+        done = subprocess.run(prefix + argv, cwd=tmp_path, capture_output=True, text=True,
+                              env=env)
+        assert "HIJACKED" not in done.stdout + done.stderr, (argv, done.stderr)
+        assert done.returncode == status, (argv, done.stderr)
+
+
+@pytest.mark.parametrize("argv, status", [
+    (["diff", "vectoradd", "--", "dtype=f16"], 1),
+    (["render", "rmsnorm", "hidden=4096"], 0),
+])
+def test_closed_pipe_keeps_the_exit_status(argv, status):
+    """A reader that goes away (| head) ends the output, not the run: the status stays the
+    command's own and nothing is printed about the pipe."""
+    process = subprocess.Popen([script(), *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()  # before the first write: every write meets a closed pipe
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == status and err == b""
 
 
 def test_python_dash_m():
@@ -83,43 +398,142 @@ def test_python_dash_m():
     assert done.returncode == 0 and done.stdout.startswith("derived: vector_add-")
 
 
-def test_console_script_finds_modules_in_the_current_folder(tmp_path):
-    """The installed `specdsl` script resolves module:Class from the current folder."""
-    import shutil
-    from pathlib import Path
-
-    script = Path(sys.executable).parent / "specdsl"
-    if not script.exists():
-        script = shutil.which("specdsl")
-    if script is None:
-        pytest.skip("the specdsl console script is not installed next to this Python")
-    (tmp_path / "mykernels.py").write_text(
-        "from specdsl import baked, kernel_spec\n"
-        f"@kernel_spec(template='legacy.ptx.j2', entry='mine', template_dir={str(Path(__file__).parent / 'user_templates')!r})\n"
-        "class Mine:\n"
-        "    n: int = baked(3)\n"
-        "    scale: float = baked(2.0)\n")
-    done = subprocess.run([str(script), "render", "mykernels:Mine", "scale=0.5"], cwd=tmp_path,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "mov.f32 %f1, 0f3F000000;" in done.stdout and ".entry mine(" in done.stdout
+@pytest.mark.parametrize("argv, status", [
+    (["render", "nosuch"], 2), (["nosuch"], 2), (["verify", "vectoradd", "--max-registers",
+                                                  "8"], 1), (["list"], 0)])
+def test_subprocess_exit_statuses(argv, status):
+    """As a process, the console script exits with the documented status, no traceback."""
+    done = subprocess.run([script(), *argv], capture_output=True, text=True)
+    assert done.returncode == status and "Traceback" not in done.stderr
+    if status == 2:
+        assert_one_error_line(done.stderr)
 
 
-def test_version(capsys):
-    """--version prints the package version."""
-    import specdsl
+def test_run_as_main_reads_the_interpreter_command_line():
+    """Only python [options] -m specdsl[...] counts as running specdsl as main."""
+    from specdsl.working_folder import run_as_main
 
-    with pytest.raises(SystemExit) as info:
-        main(["--version"])
-    assert info.value.code == 0 and capsys.readouterr().out == f"specdsl {specdsl.__version__}\n"
+    assert run_as_main(["python", "-m", "specdsl", "verify"])
+    assert run_as_main(["python", "-X", "dev", "-W", "error", "-mspecdsl.cli"])
+    assert not run_as_main(["python", "-m", "pytest", "-m", "specdsl"])
+    assert not run_as_main(["python", "app.py", "-m", "specdsl"])
+    assert not run_as_main(["python", "-c", "import specdsl"])
 
 
-def test_version_matches_pyproject():
-    """specdsl.__version__ is the version pyproject.toml publishes."""
-    import tomllib
-    from pathlib import Path
+# --- the fuzz test ---------------------------------------------------------------------------
 
-    import specdsl
+VERBS = ["list", "render", "key", "diff", "verify", "check-keys", "nosuch"] + (
+    ["run"] if gpu_available() is not None else [])
+SPECS = ["vectoradd", "rmsnorm", "softmax", "rope", "silumul", "fp8quant", "nosuch",
+         "handkeyed:Legacy", "userspecs:Toy", "handkeyed", "no.such:X", "./missing.py:X"]
+FIELDS = ["hidden=4096", "hidden=2048", "hidden=-1", "hidden=abc", "dtype=f16", "dtype=i32",
+          "eps=1e-6", "eps=nan", "block=64", "block=7", "n=12", "scale=0.5", "nosuch=1", "=3",
+          "fused_residual=maybe", "mode=exact", "dims=1,2,3", "limit=none"]
+OPTIONS = ["--target", "sm_90", "sm_90a", "sm_80", "sm90", "--json", "--variants", "--grid",
+           "--no-spills", "--max-registers", "0", "64", "--samples", "--explain", "-v",
+           "--strict", "--out", "renders", "--bogus", "--", "--target-b", "-h"]
 
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert specdsl.__version__ == project["project"]["version"]
+
+@pytest.fixture(scope="module")
+def fuzz_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(verb=st.sampled_from(VERBS),
+       words=st.lists(st.one_of(st.sampled_from(SPECS), st.sampled_from(FIELDS),
+                                st.sampled_from(OPTIONS)), max_size=7))
+def test_fuzz_never_a_traceback(fuzz_folder, verb, words):
+    """Any mix of verbs, specs, field words and options: exit 0, 1 or 2, never a
+    traceback; 2 always with one `specdsl VERB: error:` line, 0 and 1 never with one."""
+    if verb == "verify":  # bound the compile time: no run over every built-in's variants
+        assume(any(w in SPECS for w in words) or "--variants" not in words)
+    if verb == "check-keys":
+        words = words + ["--samples", "2"]
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(fuzz_folder)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([verb, *words])
+    finally:
+        os.chdir(cwd)
+    text = err.getvalue()
+    assert "Traceback" not in out.getvalue() + text
+    assert code in (0, 1, 2), (verb, words, code, text)
+    if code == 2:
+        assert_one_error_line(text)
+    else:
+        assert ": error: " not in text, (verb, words, text)
+    if code == 1:
+        assert verb in ("diff", "verify", "check-keys", "run"), (verb, words)
+
+
+# --- the documented examples exit as their pages imply ---------------------------------------
+
+def implied_status(argv: list[str], shown: str) -> set[int]:
+    """The exit statuses a page's example implies, by docs/cli.md's table: an error line
+    means 2; a diff, FAIL, INCOMPLETE or an incomplete --json record means 1; any other
+    output 0; a command shown without output, 0 (for diff, either answer)."""
+    lines = shown.splitlines()
+    if any(ERROR_LINE.match(line) for line in lines):
+        return {2}
+    if argv[:1] == ["diff"]:  # a unified diff, or one line saying there is none
+        return {0, 1} if not shown else {0} if shown.startswith("identical") else {1}
+    if not shown:
+        return {0}
+    found = ("FAIL ", "INCOMPLETE ", '    "status": "incomplete"')
+    return {1} if any(line.startswith(found) for line in lines) else {0}
+
+
+PAGES = [Path(__file__).resolve().parents[1] / "README.md"] + sorted(
+    (Path(__file__).resolve().parents[1] / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_documented_commands_exit_as_shown(page, tmp_path, monkeypatch):
+    """Each specdsl command on a page exits with the status its shown output implies."""
+    import test_docs
+
+    shown: list[tuple[list[str], str]] = []
+    ran: list[tuple[list[str], int]] = []
+    commands, run_cli = test_docs.commands, test_docs._run_cli
+
+    def listed(block):
+        found = commands(block)
+        shown.extend((test_docs._specdsl_argv(command) or [], out) for _, command, out in found)
+        return found
+
+    def recorded(argv):
+        code, output = run_cli(argv)
+        ran.append((argv, code))
+        return code, output
+
+    monkeypatch.setattr(test_docs, "commands", listed)
+    monkeypatch.setattr(test_docs, "_run_cli", recorded)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+    try:
+        text = page.read_text()
+        if page.name == "README.md":
+            for block in test_docs.blocks(text):
+                if block.language == "console" and "gpu" not in block.flags:
+                    test_docs._check_console(test_docs.DOCS / ".." / page.name, block, [])
+        else:
+            test_docs.run_page(page, tmp_path)
+    finally:
+        for name in set(sys.modules) - before:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(tmp_path)):
+                del sys.modules[name]
+    wrong = []
+    for argv, code in ran:
+        at = next(i for i, (words, _) in enumerate(shown) if words == argv)
+        _, output = shown.pop(at)
+        if code not in implied_status(argv, output):
+            wrong.append(f"specdsl {' '.join(argv)}: exit {code}, the page implies "
+                         f"{sorted(implied_status(argv, output))}")
+    assert not wrong, "\n".join(wrong)

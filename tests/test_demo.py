@@ -88,3 +88,30 @@ def test_specdsl_run_prints_a_table(capsys):
     assert set(rows) == names
     assert "PASS" in rows["VectorAdd"]
     assert code == (0 if all("PASS" in row for row in rows.values()) else 1)
+
+
+def test_run_prints_a_row_per_kernel_and_fails_on_one(capsys, monkeypatch):
+    """The run table (CPU, with a stand-in executor and results): one row per kernel, the
+    failing one named with its reason on stderr's summary, exit status 1."""
+    import types
+
+    import specdsl.demo
+    import specdsl.executor
+    from specdsl.demo import KernelRun
+
+    runs = [KernelRun("VectorAdd", VectorAdd(), "4096", {"out": 1e-8}, 1e-6),
+            KernelRun("Broken", None, "-", {}, None, "module has no example()"),
+            KernelRun("Loose", VectorAdd(dtype="f16"), "8x8", {"out": 0.5}, 1e-3)]
+    target = types.SimpleNamespace(sm="sm_90")
+    monkeypatch.setattr(specdsl.executor, "Executor",
+                        lambda device: types.SimpleNamespace(target=target))
+    monkeypatch.setattr(specdsl.demo, "run_builtins", lambda executor, rng: runs)
+    code = main(["run"])
+    out, err = capsys.readouterr()
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert code == 1 and list(rows) == ["kernel", "VectorAdd", "Broken", "Loose"]
+    assert rows["VectorAdd"].endswith("out=1.00e-08  1.0e-06    PASS")
+    assert rows["Broken"].endswith("FAIL (module has no example())")
+    assert rows["Loose"].split()[-1] == "FAIL" and "vectoradd dtype=f16 block=256" in rows["Loose"]
+    assert err == "1/3 passed on device 0 (sm_90)\n"
+    assert [run.passed for run in runs] == [True, False, False]

@@ -6,8 +6,9 @@ The conventions (stated at the top of docs/index.md):
 - ```console blocks: each ``$ specdsl ...`` (or ``$ python -m specdsl ...``) line runs
   through ``specdsl.cli.main``; the lines up to the next ``$`` are its expected output
   (stdout and stderr together, ``...`` matches anything, whitespace runs compare equal).
-  A command shown without output must not fail (exit status 2 or an exception). Lines
-  running any other program are shown, not run.
+  Each command must exit 0, unless its line ends with a shell comment ``# exits N``
+  (``# exits 1: the renders differ``), which a command that fails must carry; the exit
+  status is checked either way. Lines running any other program are shown, not run.
 - A block whose info string adds ``gpu`` (```pycon gpu, ```console gpu) and every
   ``specdsl run`` line runs only where a GPU is found. Any other block (```python,
   ```sh, ```text, ...) is not run.
@@ -89,8 +90,18 @@ def commands(block: Block) -> list[tuple[int, str, str]]:
             for n, c, out in result]
 
 
+_EXITS = re.compile(r"#\s*exits\s+(\d+)\b")
+
+
+def expected_exit(command: str) -> int:
+    """The exit status a shown command promises: ``N`` from a trailing ``# exits N``, else 0."""
+    comment = command.partition(" #")[2]
+    match = _EXITS.match("#" + comment) if comment else None
+    return int(match.group(1)) if match else 0
+
+
 def _specdsl_argv(command: str) -> list[str] | None:
-    words = shlex.split(command)
+    words = shlex.split(command, comments=True)
     if words[:1] == ["specdsl"]:
         return words[1:]
     if words[:3] in (["python", "-m", "specdsl"], ["python3", "-m", "specdsl"]):
@@ -118,11 +129,12 @@ def _check_console(page: Path, block: Block, failures: list[str]) -> None:
             continue
         code, output = _run_cli(argv)
         where = f"{page.relative_to(DOCS)}:{line}: $ {command}"
-        if expected:
-            if not checker.check_output(expected, output, FLAGS):
-                failures.append(f"{where}\nexpected:\n{expected}got (exit {code}):\n{output}")
-        elif code not in (0, 1):
-            failures.append(f"{where}\nfailed with exit {code}:\n{output}")
+        if expected and not checker.check_output(expected, output, FLAGS):
+            failures.append(f"{where}\nexpected:\n{expected}got (exit {code}):\n{output}")
+        elif code != expected_exit(command):
+            failures.append(f"{where}\nexited {code}, where the page says "
+                            f"{expected_exit(command)} (mark a failing command '# exits N'):"
+                            f"\n{output}")
 
 
 def _check_pycon(page: Path, block: Block, globs: dict, failures: list[str]) -> None:
@@ -206,6 +218,32 @@ def test_runner_catches_wrong_output(tmp_path):
     failures: list[str] = []
     _check_console(page, block, failures)
     assert len(failures) == 1 and "derived: vector_add-" in failures[0]
+
+
+def test_runner_catches_an_unmarked_failing_command():
+    """A command that exits 1 while its line promises 0 is reported, output matching or not."""
+    block = Block("console", (), 1, "$ specdsl diff vectoradd -- dtype=f16\n...\n")
+    failures: list[str] = []
+    _check_console(DOCS / "_probe.md", block, failures)
+    assert len(failures) == 1 and "exited 1, where the page says 0" in failures[0]
+
+
+def test_runner_catches_a_wrong_exit_mark():
+    """A command marked '# exits 2' that exits 0 is reported; one marked right passes."""
+    failures: list[str] = []
+    wrong = Block("console", (), 1, "$ specdsl key vectoradd  # exits 2\nderived: ...\n")
+    right = Block("console", (), 1, "$ specdsl render vectoradd dtype=f64  # exits 2\n")
+    _check_console(DOCS / "_probe.md", wrong, failures)
+    _check_console(DOCS / "_probe.md", right, failures)
+    assert len(failures) == 1 and "exited 0, where the page says 2" in failures[0]
+
+
+def test_expected_exit_reads_the_trailing_comment():
+    """'# exits N' (with or without a reason after it) gives N; no mark gives 0."""
+    assert expected_exit("specdsl diff a -- b=1  # exits 1: the renders differ") == 1
+    assert expected_exit("specdsl render x dtype=f64 # exits 2") == 2
+    assert expected_exit("specdsl list -v") == 0
+    assert _specdsl_argv("specdsl diff a -- b=1  # exits 1") == ["diff", "a", "--", "b=1"]
 
 
 def test_runner_catches_failing_doctest(tmp_path):

@@ -15,7 +15,7 @@ from specdsl import (
     key_checking,
 )
 from specdsl.compile import compile_ptx, ptx_excerpt
-from specdsl.grid import representative_request
+from specdsl.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 
 from handkeyed import HandKeyedAdd
@@ -28,11 +28,16 @@ def executor(tmp_path):
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
 def test_compile_only_every_builtin(executor, cls):
-    """Every built-in kernel's representative request compiles to an sm_90 ELF cubin."""
-    module = executor.ensure_module(representative_request(cls))
+    """Every built-in kernel's representative request compiles to an sm_90 ELF cubin whose
+    log reports its entry's registers."""
+    from specdsl.resources import parse_resources
+    from specdsl.spec import spec_info
+
+    request = representative_request(cls)
+    module = executor.ensure_module(request)
     assert module.cubin[:4] == b"\x7fELF"
     assert module.target.sm == "sm_90" and module.kernel is None
-    assert "ptxas" in module.log or "registers" in module.log
+    assert parse_resources(module.log, arch=90)[spec_info(request).entry].registers > 0
 
 
 def test_miss_then_hit(executor):
@@ -177,24 +182,27 @@ def test_failed_compile_is_not_cached(executor, monkeypatch):
 
 
 def test_failed_compile_reaches_every_waiting_thread(executor, monkeypatch):
-    """Threads waiting on a failing compile all get the CompileError."""
-    _counting_compile(monkeypatch, delay=0.2, fail_first=True)
+    """Four threads asking at once for a key whose compile fails: one compile, and every
+    thread (the one that compiled and the three waiting on it) gets that CompileError."""
+    calls = _counting_compile(monkeypatch, delay=0.3, fail_first=True)
     barrier = threading.Barrier(4)
-    errors = []
+    outcomes = []
 
     def worker():
         barrier.wait()
         try:
-            executor.ensure_module(VectorAdd(dtype="bf16"))
+            outcomes.append(executor.ensure_module(VectorAdd(dtype="bf16")))
         except CompileError as exc:
-            errors.append(exc)
+            outcomes.append(exc)
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(errors) >= 1 and all("injected" in str(e) for e in errors)
+    assert len(calls) == 1
+    assert len(outcomes) == 4 and all(o is outcomes[0] for o in outcomes)
+    assert isinstance(outcomes[0], CompileError) and "injected" in str(outcomes[0])
 
 
 def test_compile_error_shows_the_ptx_lines():
@@ -209,6 +217,18 @@ def test_compile_error_shows_the_ptx_lines():
     assert "bogus" in error.log and error.spec == VectorAdd()
     assert "%bogus" in error.excerpt and "\n>" in "\n" + error.excerpt
     assert "VectorAdd" in str(error)
+
+
+def test_compile_refuses_ptx_holding_a_nul():
+    """PTX with a NUL is refused before nvJitLink, which would compile only the text before
+    it (while the signature is read from all of it); the error shows the line."""
+    from specdsl import render
+
+    ptx = render(VectorAdd()).replace("DONE:", "DONE:\x00\n.visible .entry hidden()\n{ ret; }", 1)
+    with pytest.raises(CompileError, match=r"holds a NUL character on line \d+: nvJitLink would "
+                                           r"compile only the text before it") as info:
+        compile_ptx(ptx, "sm_90", spec=VectorAdd())
+    assert "DONE:\\0" in info.value.excerpt and info.value.spec == VectorAdd()
 
 
 def test_ptx_excerpt_marks_the_line():

@@ -41,7 +41,8 @@ def test_golden_bf16_dynamic():
 
 def test_needs_sm_89():
     """Rendering for a target without cvt...e4m3x2 is refused."""
-    with pytest.raises(RenderError, match="cvt.rn.satfinite.e4m3x2.f32 needs sm_89 or newer"):
+    with pytest.raises(RenderError, match=r"cvt.rn.satfinite.e4m3x2.f32 needs sm_90 or newer, "
+                                          r"or sm_89 with PTX ISA 8.1"):
         render(Fp8Quant(), "sm_80")
 
 
@@ -170,3 +171,65 @@ def test_gpu_static(kw):
     case = example(Fp8Quant(hidden=4096, **kw), rng, tokens=17)
     errors = run_case(Executor(), case, rng)
     assert errors["q"] <= case.tolerance, errors
+
+
+def _warp_max_case(spec: Fp8Quant, tokens: int, value: float = 50.0):
+    """`tokens` rows of N(0, 1) with +-`value` in the first vector of warp (r % warps)'s
+    thread 5 of row r: the row maximum sits in each warp in turn."""
+    from specdsl.kernels._case import KernelCase
+
+    warps, lanes = spec.block // 32, spec.lanes
+    x = np.random.default_rng(spec.block).standard_normal((tokens, spec.hidden))
+    for r in range(tokens):
+        x[r, lanes * (32 * (r % warps) + 5)] = value if r % 2 == 0 else -value
+    bits = to_bits(x, spec.dtype)
+    quotient, scale = reference(from_bits(bits, spec.dtype))
+    return KernelCase(spec=spec, args=(("x", bits), ("q", Output(x.shape, DType.F8E4M3)),
+                                       ("scale", Output((tokens,), DType.F32))),
+                      grid=spec.grid(tokens), block=(spec.block, 1, 1),
+                      expected={"q": quotient, "scale": scale}, tolerance=4e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_dynamic_scale_with_three_warps():
+    """The issue's input: block=96, hidden=4096, 50.0 in warp 2's slice of row 2 gives
+    scale 50/448 = 0.1116 (the reduction of before stored 0.0086, missing warp 2)."""
+    from specdsl import Executor
+    from specdsl.demo import run_case
+
+    case = _warp_max_case(Fp8Quant(dtype="bf16", hidden=4096, block=96), tokens=3)
+    assert case.expected["scale"][2] == pytest.approx(50.0 / 448)
+    errors = run_case(Executor(), case)
+    assert errors["scale"] <= 1e-6 and errors["q"] <= case.tolerance, errors
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [96, 160, 224, 288, 992])
+def test_gpu_dynamic_scale_odd_warp_counts(block):
+    """CTAs of 3, 5, 7, 9 and 31 warps (wrong scales, or reads past the shared array,
+    before): each row's maximum, in each warp in turn, sets its scale."""
+    from specdsl import Executor
+    from specdsl.demo import run_case
+
+    spec = Fp8Quant(dtype="bf16", hidden=16 * block, block=block)  # 2 vectors a thread
+    case = _warp_max_case(spec, tokens=block // 32)
+    errors = run_case(Executor(), case)
+    assert errors["scale"] <= 1e-6 and errors["q"] <= case.tolerance, errors
+
+
+def test_reference_ignores_nan_in_the_row_max():
+    """The dynamic reference's row max skips NaN (as the kernel's max.f32 and vLLM's
+    fmaxf); a NaN quotient stays NaN; an infinity gives scale inf."""
+    q, scale = reference(np.array([[np.nan, 2.0, -448.0], [np.inf, 1.0, -1.0]]))
+    np.testing.assert_array_equal(scale, [1.0, np.inf])
+    np.testing.assert_array_equal(q, [[np.nan, 2.0, -448.0], [np.nan, 0.0, -0.0]])
+
+
+def test_reduction_reads_only_the_warps_partials():
+    """Every block size's PTX reads the warps' partials with one guarded scalar load a
+    lane (reduce.ptx.j2), never the vector loads of before that skipped or overran them."""
+    for block in (96, 160, 224, 288, 992):
+        ptx = render(Fp8Quant(hidden=2048, block=block))
+        assert "ld.shared.v" not in ptx
+        assert f"setp.lt.u32         %p1, %r2, {block // 32};" in ptx
+        assert f".shared .align 16 .b32 amax[{block // 32}];" in ptx

@@ -63,8 +63,25 @@ def test_golden_bf16():
 
 
 def test_scale_baked_as_base2_immediate():
-    """scale is baked as the f32 immediate of scale * log2(e)."""
-    assert "0f3E38AA3B" in render(Softmax(cols=4096, scale=0.125))  # 0.125 * 1.442695...
+    """scale is baked as the f32 immediate of 2 * scale * log2(e) (the exponent is formed
+    from (x - max) / 2, which cannot overflow)."""
+    assert "0f3EB8AA3B" in render(Softmax(cols=4096, scale=0.125))  # 0.25 * 1.442695...
+
+
+@pytest.mark.parametrize("cols", [4096, 131072])
+def test_no_exponent_from_scaled_maximum(cols):
+    """The exponent is ((x - M) / 2) * 2c: no fma(x, c, -c M), whose c M overflows f32 for
+    x near the dtype's largest value (then every output was NaN)."""
+    ptx = render(Softmax(cols=cols))
+    assert "fma.rn.f32          %f0, %f0, 0f3F000000, %mh;" in ptx
+    assert "%negm" not in ptx and not re.search(r"fma\.rn\.f32 +%f\d+, %f\d+, %c,", ptx)
+
+
+def test_chunked_running_max_starts_finite():
+    """Pass 1's running maximum starts at -FLT_MAX (+FLT_MAX for scale < 0), so a thread
+    whose first chunk is all -inf rescales by 2^0, not by 2^(-inf - -inf) = NaN."""
+    assert "mov.b32             %m0, 0fFF7FFFFF;" in render(Softmax(cols=131072))
+    assert "mov.b32             %m0, 0f7F7FFFFF;" in render(Softmax(cols=131072, scale=-1.0))
 
 
 @pytest.mark.parametrize("cols,dtype,chunks", [(4096, "bf16", 1), (32768, "bf16", 1),
@@ -260,3 +277,44 @@ def test_suggested_split_refuses_bad_input(args, message):
     """Nonsense in gets a SpecError naming the argument, not a split."""
     with pytest.raises(SpecError, match=message):
         suggested_split(*args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prefix", [57352, 65536, 57344, 131064])
+def test_gpu_long_row_masked_prefix(prefix):
+    """A bf16 row of 131072 (two chunks) whose first `prefix` elements are -inf (a causal
+    or padding mask) gives the finite softmax of the rest; from 57352 on, where a thread's
+    whole first chunk is masked, it gave NaN everywhere (issue 11)."""
+    from specdsl import Executor
+    from specdsl.demo import run_case
+    from specdsl.kernels._case import KernelCase, Output, from_bits, to_bits
+
+    spec = Softmax(cols=131072, dtype="bf16")
+    x = np.random.default_rng(prefix).standard_normal((1, spec.cols))
+    x[0, :prefix] = -np.inf
+    bits = to_bits(x, spec.dtype)
+    grid, block = spec.launch_dims(1)
+    case = KernelCase(spec=spec, args=(("x", bits), ("y", Output(x.shape, spec.dtype)),
+                                       ("rows", np.uint32(1))), grid=grid, block=block,
+                      expected={"y": reference(from_bits(bits, spec.dtype), spec.scale)},
+                      tolerance=1e-2)
+    errors = run_case(Executor(), case)
+    assert errors["y"] <= case.tolerance, errors
+
+
+def test_masked_rows_reference_follows_torch():
+    """The reference gives torch.softmax's special values: -inf -> 0, a row of -inf only,
+    or with NaN or +inf, -> NaN everywhere (pytorch issues 25110, 6864)."""
+    x = np.array([[-np.inf, 0.0, np.log(3.0)], [-np.inf] * 3, [np.nan, 0.0, 1.0],
+                  [np.inf, 0.0, 1.0]])
+    y = reference(x, 1.0)
+    np.testing.assert_allclose(y[0], [0.0, 0.25, 0.75])
+    assert np.isnan(y[1:]).all()
+
+
+def test_scale_overflow_refused():
+    """2 * scale * log2(e) is baked as one f32: a scale past about 1.18e38 is refused."""
+    with pytest.raises(SpecError, match=r"Softmax.scale = 1.2e\+38 is invalid: expected 2 \* "
+                                        r"scale \* log2\(e\) to be a nonzero finite f32"):
+        Softmax(cols=64, scale=1.2e38)
+    Softmax(cols=64, scale=1.17e38)

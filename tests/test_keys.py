@@ -12,7 +12,7 @@ from specdsl import DType, RenderError, SpecDefinitionError, derived_key, hand_k
 from specdsl.keys import DIGEST_HEX
 from specdsl.kernels import ALL, VectorAdd
 
-from strategies import TARGETS, requests, variations
+from strategies import TARGETS, launch_variations, requests, variations
 from userspecs import Toy
 
 
@@ -136,26 +136,67 @@ def test_hand_key_must_be_str(tmp_path):
 SPEC_CLASSES = (Toy, *ALL)
 
 
+def _key_inputs(spec, target) -> tuple:
+    """What a derived key is made of: the class, each baked field's canonical value, the
+    target (the template digests are fixed within a process)."""
+    from specdsl import Target
+    from specdsl.fields import canonical
+    from specdsl.spec import baked_values
+
+    return (type(spec), tuple(canonical(v) for v in baked_values(spec).values()),
+            Target.parse(target))
+
+
+@st.composite
+def _pairs(draw):
+    """(a, target a, b, target b): half the time b is a with its launch fields redrawn on
+    the same target (equal keys by the rules), else a near neighbour or any request on
+    any target (near neighbours collide often on some fields)."""
+    cls = draw(st.sampled_from(SPEC_CLASSES))
+    a, ta = draw(requests(cls)), draw(TARGETS)
+    if draw(st.booleans()):
+        return a, ta, draw(launch_variations(a)), ta
+    return a, ta, draw(st.one_of(requests(cls), variations(a))), draw(TARGETS)
+
+
 # Most random field combinations of the kernel specs are refused by their validators (and
-# filtered out): expected, so the filter health check is off for this test.
+# filtered out): expected, so the filter health check is off for these tests.
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
-@given(st.data())
-def test_equal_keys_iff_equal_ptx(data):
-    """For random pairs of requests: equal derived keys <=> identical PTX."""
-    cls = data.draw(st.sampled_from(SPEC_CLASSES))
-    a = data.draw(requests(cls))
-    b = data.draw(st.one_of(requests(cls), variations(a)))  # near neighbours collide often
-    ta, tb = data.draw(TARGETS), data.draw(TARGETS)
+@given(_pairs())
+def test_equal_keys_imply_equal_ptx(pair):
+    """For random pairs of requests drawn to collide often: equal derived keys => identical
+    PTX. (The converse is not promised: see test_equal_ptx_need_not_share_a_key.)"""
+    a, ta, b, tb = pair
     same_key = derived_key(a, ta) == derived_key(b, tb)
-    try:
-        same_ptx = render(a, ta) == render(b, tb)
-    except RenderError:
-        return  # a request a target cannot render has no PTX to compare
     event("same derived key" if same_key else "different derived keys")
-    if same_key:
-        assert same_ptx
-    if not same_ptx:
-        assert not same_key
+    if not same_key:
+        return
+    try:
+        ptx_a = render(a, ta)
+    except RenderError:  # a request the target cannot render: so must its equal be
+        with pytest.raises(RenderError):
+            render(b, tb)
+        return
+    assert render(b, tb) == ptx_a
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(_pairs())
+def test_equal_keys_iff_equal_baked_values_and_target(pair):
+    """For random pairs: equal derived keys <=> same class, same canonical baked values and
+    same target. Keys see every baked value (no forgotten field) and nothing else (no
+    launch field, no salt)."""
+    a, ta, b, tb = pair
+    same_inputs = _key_inputs(a, ta) == _key_inputs(b, tb)
+    event("same key inputs" if same_inputs else "different key inputs")
+    assert (derived_key(a, ta) == derived_key(b, tb)) == same_inputs
+
+
+def test_equal_ptx_need_not_share_a_key():
+    """Equal PTX does not imply equal keys: two scales that round to one f32 immediate render
+    the same PTX under two keys (a redundant compile, never a wrong kernel)."""
+    a, b = Toy(scale=1e-6), Toy(scale=1.0000000001e-6)
+    assert render(a) == render(b) and derived_key(a) != derived_key(b)
 
 
 def test_int_enum_members_are_not_ints():
@@ -187,3 +228,24 @@ def test_flag_combinations_without_names_stay_apart():
 
     assert canonical(Flags(0)) != canonical(Flags(4)) != canonical(Flags(8))
     assert canonical(Flags.A | Flags.B) == canonical(Flags(3))
+
+
+@pytest.mark.parametrize("spec, target", [(Toy(), "sm_90"), (Toy(offset=-0.0, mode=True),
+                                                            "sm_90a"),
+                                           (VectorAdd(dtype="bf16"), "sm_90")])
+def test_key_is_the_hash_of_its_inputs(spec, target):
+    """derived_key is one SHA-256 over key_inputs' labelled, length-prefixed pairs (an
+    independent rewrite of docs/keys.md's recipe), which name every baked field in order."""
+    import hashlib
+
+    from specdsl.keys import KEY_SCHEMA, key_inputs
+    from specdsl.spec import spec_info
+
+    inputs = key_inputs(spec, target)
+    h = hashlib.sha256()
+    for label, value in inputs:
+        h.update(f"{label}:{len(value.encode())}:".encode() + value.encode())
+    info = spec_info(spec)
+    assert derived_key(spec, target) == f"{info.entry}-{h.hexdigest()[:DIGEST_HEX]}"
+    assert inputs[0] == ("schema", KEY_SCHEMA) and ("target", target) in inputs
+    assert [label for label, _ in inputs[8:]] == [f"baked.{n}" for n in info.baked]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specdsl import render
-from specdsl.grid import representative_request
+from specdsl import PTXSignatureError, render
+from specdsl.compile import compile_ptx
+from specdsl.errors import CompileError
+from specdsl.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 from specdsl.ptx import Param, entry_names, parse_entry
 from specdsl.spec import spec_info
@@ -73,8 +75,9 @@ def test_empty_parameter_list():
 
 
 def test_missing_entry_names_the_entries_found():
-    """Asking for an absent entry raises ValueError listing the entries present."""
-    with pytest.raises(ValueError, match=r"no '\.entry nope' \(entries: k\)"):
+    """Asking for an absent entry raises PTXSignatureError (a ValueError) listing the entries
+    present."""
+    with pytest.raises(PTXSignatureError, match=r"no '\.entry nope' \(entries: k\)"):
         parse_entry(_module(".param .u32 a"), "nope")
 
 
@@ -100,3 +103,101 @@ def test_describe_round_trips_the_declaration():
     """describe() spells the declaration as PTX does."""
     (param,) = parse_entry(_module(".param .u64 .ptr .global .align 16 a"), "k").params
     assert param.describe() == ".u64 .ptr .global .align 16 a"
+
+
+def _ptr(space=None, align=None, type_="u64"):
+    return Param("a", type_, is_ptr=True, space=space, align=align)
+
+
+# PTX ISA 5.1.6.3 "Kernel Parameter Attribute: .ptr": ".param .type .ptr .space .align N
+# varname", ".param .type .ptr .align N varname", spaces between .ptr, .space and .align
+# optional; 5.1.6.1: ".param .align N .b8 name[size]" and other arrays.
+SPELLINGS = [
+    (".param .u64 .ptr.global.align 16 a", _ptr("global", 16)),
+    (".param .u64 .ptr.const.align 8 a", _ptr("const", 8)),
+    (".param .u64 .ptr.local.align 4 a", _ptr("local", 4)),
+    (".param .u64 .ptr.shared.align 16 a", _ptr("shared", 16)),
+    (".param .u64 .ptr.align 8 a", _ptr(None, 8)),
+    (".param .u64 .ptr .align 8 a", _ptr(None, 8)),
+    (".param .u64 .ptr.global a", _ptr("global")),
+    (".param .u64 .ptr a", _ptr()),
+    (".param .u32 .ptr.global.align 16 a", _ptr("global", 16, "u32")),
+    (".param .u64 .ptr .global .align 16 a", _ptr("global", 16)),
+    (".param .u64 .ptr.global .align 16 a", _ptr("global", 16)),
+    (".param .u64 .ptr .global.align 16 a", _ptr("global", 16)),
+    (".param .u64.ptr.global.align 16 a", _ptr("global", 16)),
+    (".param .align 8 .b8 a[24]", Param("a", "b8", count=24, align=8)),
+    (".param .b8 .align 8 a[24]", Param("a", "b8", count=24, align=8)),
+    (".param .b8 a [24]", Param("a", "b8", count=24)),
+    (".param .u32 a[4]", Param("a", "u32", count=4)),
+    (".param .align 16 .u32 a[4]", Param("a", "u32", count=4, align=16)),
+    (".param .align 4 .u32 a", Param("a", "u32", align=4)),
+    (".param .u32 .align 4 a", Param("a", "u32", align=4)),
+    (".param .align 8 .u64 .ptr a", Param("a", "u64", is_ptr=True, slot_align=8)),
+    (".param .align 16 .u64 .ptr.global.align 8 a",
+     Param("a", "u64", is_ptr=True, space="global", align=8, slot_align=16)),
+]
+
+
+@pytest.mark.parametrize("declaration, expected", SPELLINGS, ids=[d for d, _ in SPELLINGS])
+def test_ptx_isa_spellings_assemble_and_parse(declaration, expected):
+    """Each spelling of the PTX ISA assembles with nvJitLink and parses to the same Param."""
+    ptx = _module(declaration)
+    assert compile_ptx(ptx, "sm_90").cubin[:4] == b"\x7fELF"
+    assert parse_entry(ptx, "k").params == (expected,)
+
+
+@pytest.mark.parametrize("declaration, problem", [
+    (".param .u64 .ptr.global.align16 a", r"unknown word '\.align16'"),
+    (".param .u64 .global a", r"a state space \(\.global\) must follow '\.ptr', once"),
+    (".param .u64 .ptr.align 12 a", r"'\.align 12' is not a power of two"),
+    (".param .u64 .align 8 .ptr a", r"'\.align' between the type and '\.ptr'"),
+    (".param .u64 .ptr .align 8 .global a", r"a state space \(\.global\) must follow '\.ptr'"),
+    (".param .u64 .global .ptr a", r"a state space \(\.global\) must follow '\.ptr'"),
+    (".param .ptr .u64 a", r"'\.ptr' out of place"),
+])
+def test_spellings_nvjitlink_refuses_are_refused(declaration, problem):
+    """What nvJitLink refuses is refused here too, with the declaration quoted."""
+    with pytest.raises(CompileError):
+        compile_ptx(_module(declaration), "sm_90")
+    with pytest.raises(PTXSignatureError, match=problem + r".* in '\.param"):
+        parse_entry(_module(declaration), "k")
+
+
+@pytest.mark.parametrize("declaration, problem", [
+    (".param .f32 .ptr a", r"'\.ptr' needs a \.u32 or \.u64 parameter \(got \.f32\)"),
+    (".param .u64 .ptr.global.align 16 a[2]", r"'\.ptr' on an array"),
+    (".param .u64 .ptr .ptr a", r"'\.ptr' out of place \(twice, or before the type\)"),
+    (".param .u64 .align 8 .align 8 a", r"'\.align' out of place"),
+    (".param .align 8 .u64 .align 8 a", r"two '\.align's"),
+    (".param .u64 .ptr.global.const a", r"a state space \(\.const\) must follow '\.ptr', once"),
+    (".param .u64 a b", r"unexpected 'b' after the name"),
+    (".param .u64 a[0]", r"an array of 0 elements"),
+    (".param .u64 16", r"unknown word '16'"),
+    (".param .ptr a", r"'\.ptr' out of place"),
+    (".param .u64", r"no parameter name"),
+    (".param .u64 a+", r"unexpected text '\+'"),
+])
+def test_declarations_without_a_meaning_are_refused(declaration, problem):
+    """Declarations that hold no pointer or value the executor could check are refused,
+    even where ptxas is lenient (a float '.ptr')."""
+    with pytest.raises(PTXSignatureError, match=problem):
+        parse_entry(_module(declaration), "k")
+
+
+def test_align_before_a_pointer_places_its_slot():
+    """'.align 16' before a .ptr's type moves its slot in the parameter buffer; the one after
+    '.ptr' is the pointee's. describe() spells both where PTX puts them."""
+    first, second = parse_entry(_module(".param .u32 n, .param .align 16 .u64 .ptr.global"
+                                        ".align 8 p"), "k").params
+    assert (second.param_align, second.pointee_align) == (16, 8)
+    assert second.describe() == ".align 16 .u64 .ptr .global .align 8 p"
+
+
+def test_pointee_alignment_defaults_to_four_bytes():
+    """A '.ptr' without '.align' points to 4-byte-aligned memory (PTX ISA 5.1.6.3); a value
+    parameter has no pointee."""
+    generic, aligned, value = parse_entry(
+        _module(".param .u64 .ptr.global g, .param .u64 .ptr.align 16 h, .param .u64 n"),
+        "k").params
+    assert (generic.pointee_align, aligned.pointee_align, value.pointee_align) == (4, 16, None)

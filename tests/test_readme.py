@@ -1,4 +1,4 @@
-"""README.md opens with the two set-up commands, and CI runs the second one."""
+"""README.md opens with the two set-up commands, CI runs the second one, and its examples run."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from conftest import gpu_available
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,3 +51,18 @@ def test_readme_gpu_example_runs():
     x, y = namespace["x"].double(), namespace["y"].double()
     expected = x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6)
     assert torch.linalg.norm(y - expected) / torch.linalg.norm(expected) < 1e-2
+
+
+def test_readme_console_examples_run(tmp_path, monkeypatch):
+    """Every specdsl command in README.md's console blocks runs as docs/ pages do
+    (tests/test_docs.py's rules; ```console gpu blocks only where a GPU is found)."""
+    from test_docs import DOCS, _check_console, blocks
+
+    monkeypatch.chdir(tmp_path)
+    page = DOCS / ".." / "README.md"  # named from docs/, as the runner reports pages
+    console = [b for b in blocks(page.read_text()) if b.language == "console"]
+    failures: list[str] = []
+    for block in console:
+        if "gpu" not in block.flags or gpu_available() is None:
+            _check_console(page, block, failures)
+    assert console and not failures, "\n\n".join(failures)

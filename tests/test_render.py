@@ -133,3 +133,61 @@ def test_renders_from_key_only_for_plain_values():
 
     assert renders_from_key(RMSNorm(hidden=4096)) and renders_from_key(Toy())
     assert not renders_from_key(UserEnumSpec())
+
+
+def _printing(tmp_path, line: str, **fields):
+    """A spec whose template prints ``line`` (with the given baked fields) in a comment."""
+    from specdsl import kernel_spec
+
+    (tmp_path / "p.ptx.j2").write_text('{% include "header.ptx.j2" %}\n// ' + line +
+                                       "\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n")
+    namespace = {"__annotations__": {k: v[0] for k, v in fields.items()},
+                 **{k: v[1] for k, v in fields.items()}, "__module__": __name__}
+    return kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)(
+        type("Printer", (), namespace))
+
+
+def test_object_printing_more_than_one_line_refused(tmp_path):
+    """A field value whose text (a user enum's __str__) holds a newline would add PTX
+    statements: printing it is a RenderError."""
+    import enum
+
+    from specdsl import baked
+
+    class Evil(enum.Enum):
+        ONE = "one"
+
+        def __str__(self):
+            return "one\n.visible .entry evil()\n{ ret; }"
+
+    cls = _printing(tmp_path, "{{ mode }}", mode=(Evil, baked(Evil.ONE)))
+    with pytest.raises(RenderError, match=r"template printed <Evil.ONE: 'one'> as 'one\\n"
+                                          r"\.visible .*not one line of printable ASCII"):
+        render(cls())
+
+
+def test_printed_control_character_refused(tmp_path):
+    """A printed str holding a control character (here a Literal option, which the class
+    author chose) is a RenderError, whatever its source."""
+    from typing import Literal
+
+    from specdsl import baked
+
+    cls = _printing(tmp_path, "{{ mode }}", mode=(Literal["a\x1bb"], baked("a\x1bb")))
+    with pytest.raises(RenderError, match=r"template printed 'a\\x1bb', which holds '\\x1b'"):
+        render(cls())
+
+
+def test_multi_line_macro_output_is_printed(tmp_path):
+    """A macro's output may span lines: it is the template's own text."""
+    cls = _printing(tmp_path, '{% macro two() %}// one\n// two{% endmacro %}{{ two() }}')
+    assert "// // one\n// two\n.visible .entry p()" in render(cls())
+
+
+def test_control_character_in_template_text_refused(tmp_path):
+    """A NUL in a template's own text (which nvJitLink would stop reading at) is a
+    RenderError naming the PTX line (the header takes lines 1 to 6)."""
+    cls = _printing(tmp_path, "cut\x00here")
+    with pytest.raises(RenderError, match=r"renders the control character '\\x00' on PTX line "
+                                          r"7; PTX source is printable ASCII"):
+        render(cls())

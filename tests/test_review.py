@@ -248,7 +248,7 @@ def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monke
                         if not line.startswith("ptxas"))
         return attrs.evolve(compiled, log=log)
 
-    monkeypatch.setattr("specdsl.review.compile_ptx", summary_only)
+    monkeypatch.setattr("specdsl.verify.compile_ptx", summary_only)
     code, out, _ = run(capsys, "verify", "userkernels:Spill", "live=64", "--no-spills")
     stores, loads, stack = _rows(out)["userkernels:Spill live=64"][2:5]
     assert code == 1 and (stores, loads) == ("?", "?") and int(stack) > 200
@@ -263,9 +263,9 @@ def test_verify_no_spills_passes_a_small_kernel(capsys, user):
     assert code == 0 and _rows(out)["userkernels:Spill live=8"][2:4] == ["0", "0"]
 
 
-def test_verify_grid_names_only_the_failing_request(capsys, user):
-    """verify --grid walks the spec's variants; only the spilling one fails; stderr stays quiet."""
-    code, out, err = run(capsys, "verify", "userkernels:Spill", "--grid", "--no-spills")
+def test_verify_variants_names_only_the_failing_request(capsys, user):
+    """verify --variants walks the spec's variants; only the spilling one fails; stderr stays quiet."""
+    code, out, err = run(capsys, "verify", "userkernels:Spill", "--variants", "--no-spills")
     fails = [l for l in out.splitlines() if l.startswith("FAIL")]
     assert code == 1 and err == ""
     assert list(_rows(out)) == ["userkernels:Spill live=8", "userkernels:Spill live=64"]
@@ -275,7 +275,7 @@ def test_verify_grid_names_only_the_failing_request(capsys, user):
 def test_verify_progress_on_a_terminal(capsys, monkeypatch, user):
     """With stderr on a terminal, each request of a long run is counted as [i/n] on stderr."""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    code, _, err = run(capsys, "verify", "userkernels:Spill", "--grid")
+    code, _, err = run(capsys, "verify", "userkernels:Spill", "--variants")
     assert code == 0
     assert err.splitlines() == ["[1/2] userkernels:Spill live=8", "[2/2] userkernels:Spill live=64"]
 
@@ -308,7 +308,7 @@ def test_verify_reports_a_render_error_and_goes_on(capsys, user):
 
 def test_verify_json(capsys, user):
     """--json prints one object per request with fields, derived key, resources, violations."""
-    code, out, _ = run(capsys, "verify", "userkernels:Spill", "--grid", "--no-spills", "--json")
+    code, out, _ = run(capsys, "verify", "userkernels:Spill", "--variants", "--no-spills", "--json")
     data = json.loads(out)
     assert code == 1 and [d["fields"] for d in data] == [{"live": 8}, {"live": 64}]
     small, big = data
@@ -327,10 +327,10 @@ def test_verify_json(capsys, user):
 
 def test_verify_without_specs_covers_every_builtin(capsys, monkeypatch, user):
     """verify with no SPEC compiles each built-in's representative request, in order."""
-    import specdsl.review
+    import specdsl.cli_review
 
     builtins = {"vectoradd": VectorAdd, "userkernels:Spill": user.Spill}
-    monkeypatch.setattr(specdsl.review, "builtin_specs", lambda: builtins)
+    monkeypatch.setattr(specdsl.cli_review, "builtin_specs", lambda: builtins)
     code, out, _ = run(capsys, "verify", "--json")
     assert code == 0
     assert [d["request"] for d in json.loads(out)] == ["vectoradd dtype=f32",
@@ -368,9 +368,9 @@ def test_verify_spec_without_default_or_variants_is_refused(capsys, tmp_path, mo
 
 # --- render --out --------------------------------------------------------------------------
 
-def test_render_out_grid_writes_one_file_per_request(capsys, tmp_path):
-    """render --grid --out writes each VectorAdd dtype to a readable file and prints the paths."""
-    code, out, _ = run(capsys, "render", "vectoradd", "--grid", "--out", str(tmp_path / "ptx"))
+def test_render_out_variants_writes_one_file_per_request(capsys, tmp_path):
+    """render --variants --out writes each VectorAdd dtype to a readable file and prints the paths."""
+    code, out, _ = run(capsys, "render", "vectoradd", "--variants", "--out", str(tmp_path / "ptx"))
     expected = []
     for dtype in ("f32", "f16", "bf16"):
         digest = derived_key(VectorAdd(dtype=dtype)).split("-")[1][:12]
@@ -400,7 +400,7 @@ def test_render_out_is_deterministic(capsys, tmp_path, user):
     """Rendering the same requests twice writes byte-identical files."""
     texts = []
     for folder in ("one", "two"):
-        run(capsys, "render", "userkernels:Scale", "--grid", "--out", str(tmp_path / folder))
+        run(capsys, "render", "userkernels:Scale", "--variants", "--out", str(tmp_path / folder))
         texts.append({p.name: p.read_bytes() for p in (tmp_path / folder).iterdir()})
     assert texts[0] == texts[1] and len(texts[0]) == 4
 
@@ -418,31 +418,32 @@ def test_render_out_user_spec_names_and_compiles(capsys, tmp_path, user):
     assert compile_ptx(text, Target.parse("sm_90")).cubin[:4] == b"\x7fELF"
 
 
-def test_render_out_grid_with_pinned_field(capsys, tmp_path, user):
-    """--grid with a field word keeps the grid's other axes and pins that field."""
-    code, out, _ = run(capsys, "render", "userkernels:Scale", "bias=0.25", "--grid",
+def test_render_out_variants_with_pinned_field(capsys, tmp_path, user):
+    """--variants with a field word keeps the other axes of the variants and pins that field."""
+    code, out, _ = run(capsys, "render", "userkernels:Scale", "bias=0.25", "--variants",
                        "--out", str(tmp_path))
     names = [p.rsplit("/", 1)[1] for p in out.splitlines()]
     assert code == 0 and [n.rsplit("-", 1)[0] for n in names] == [
         "scale-factor_2.0-bias_0.25", "scale-factor_0.5-bias_0.25"]
 
 
-def test_render_grid_without_out_is_refused(capsys):
-    """render --grid without --out is refused (exit 2) instead of rendering one request."""
-    code, out, err = run(capsys, "render", "vectoradd", "--grid")
+def test_render_variants_without_out_is_refused(capsys):
+    """render --variants without --out is refused (exit 2) instead of rendering one request."""
+    code, out, err = run(capsys, "render", "vectoradd", "--variants")
     assert code == 2 and out == ""
-    assert "render --grid writes one file per request: give --out DIR" in err
+    assert err == ("specdsl render: error: render --variants writes one file per request: "
+                   "give --out DIR\n")
 
 
-def test_grid_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch):
-    """--grid with a pinned field works when another field has no default but has variants."""
+def test_variants_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch):
+    """--variants with a pinned field works when another field has no default but has variants."""
     _user_module(tmp_path, monkeypatch, "required", """
         class Sized:
             hidden: int = baked()
             wide: bool = baked(False)
             variants = {"hidden": [64, 128], "wide": [False, True]}
     """)
-    code, out, _ = run(capsys, "verify", "required:Sized", "wide=true", "--grid", "--json")
+    code, out, _ = run(capsys, "verify", "required:Sized", "wide=true", "--variants", "--json")
     assert code == 0
     assert [d["fields"] for d in json.loads(out)] == [{"hidden": 64, "wide": True},
                                                       {"hidden": 128, "wide": True}]
@@ -461,8 +462,8 @@ def test_verify_prints_the_compile_log(capsys, tmp_path, monkeypatch):
 
 
 def test_verify_skips_requests_the_target_cannot_run(capsys):
-    """On sm_80 the grid's bf16 VectorAdd and split Softmax are SKIPs: exit 0, counted apart."""
-    code, out, _ = run(capsys, "verify", "vectoradd", "softmax", "--grid", "--target", "sm_80")
+    """On sm_80 the bf16 VectorAdd variant and split Softmax are SKIPs: exit 0, counted apart."""
+    code, out, _ = run(capsys, "verify", "vectoradd", "softmax", "--variants", "--target", "sm_80")
     assert code == 0
     assert "SKIP vectoradd dtype=bf16: bf16 VectorAdd uses add.rn.bf16x2, which needs sm_90 " \
            "or newer" in out
@@ -477,8 +478,8 @@ def test_verify_skips_requests_the_target_cannot_run(capsys):
 
 
 def test_render_out_skips_requests_the_target_cannot_run(capsys, tmp_path):
-    """render --grid --out writes what the target can run and names what it skipped."""
-    code, out, err = run(capsys, "render", "vectoradd", "--grid", "--target", "sm_80",
+    """render --variants --out writes what the target can run and names what it skipped."""
+    code, out, err = run(capsys, "render", "vectoradd", "--variants", "--target", "sm_80",
                          "--out", str(tmp_path))
     assert code == 0 and len(out.split()) == 2 and len(list(tmp_path.iterdir())) == 2
     assert "skipped vectoradd dtype=bf16: bf16 VectorAdd uses add.rn.bf16x2" in err

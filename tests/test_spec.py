@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import attrs
 import pytest
 
@@ -82,6 +84,23 @@ def test_numpy_scalars_accepted():
     np = pytest.importorskip("numpy")
     toy = Toy(n=np.int64(8), scale=np.float32(0.5))
     assert type(toy.n) is int and toy.n == 8 and toy.scale == 0.5
+
+
+def test_dtype_fields_take_aliases_and_foreign_dtypes():
+    """A DType field takes torch's and NumPy's names and NumPy dtypes."""
+    np = pytest.importorskip("numpy")
+    assert Toy(dtype="bfloat16").dtype is DType.BF16
+    assert Toy(dtype=np.float16).dtype is DType.F16
+    assert Toy(dtype=np.dtype("float32")).dtype is DType.F32
+    assert Toy(dtype="half") == Toy(dtype="f16")
+
+
+def test_dtype_field_says_why_a_name_is_ambiguous():
+    """An ambiguous dtype name is refused naming the field, the valid names and the reason."""
+    with pytest.raises(SpecError, match=r"^Toy.dtype must be a DType \('f32', 'f16', .*\) \(got "
+                                        r"'float', a str\): 'float' is refused: ambiguous: "
+                                        r"float32 in torch"):
+        Toy(dtype="float")
 
 
 def test_numpy_array_refused():
@@ -212,3 +231,308 @@ def test_unread_baked_field_warns(tmp_path):
                                                 r"field\(s\) dtype: each value compiles"):
         _define("t.ptx.j2", {"n": (int, baked(1)), "dtype": (DType, baked(DType.F32))},
                 template_dir=tmp_path)
+
+
+# -- validators: every way of saying "no" refuses -----------------------------------------
+
+def _scaled(validator=None, converter=None, **extra):
+    """A spec over the legacy template whose 'scale' field takes ``validator``/``converter``."""
+    return _define("legacy.ptx.j2", {
+        "n": (int, baked(1)),
+        "scale": (float, baked(1.0, validator=validator, converter=converter)),
+        **extra,
+    })
+
+
+def test_validator_returning_false_refuses():
+    """baked(validator=lambda v: v > 0) refuses -1.0: a False return is a refusal."""
+    cls = _scaled(validator=lambda v: v > 0)
+    assert cls(scale=2.0).scale == 2.0
+    with pytest.raises(SpecError, match=r"^Bad.scale = -1.0 is invalid: validator .*<lambda> "
+                                        r"returned False$"):
+        cls(scale=-1.0)
+
+
+def test_validator_returning_numpy_false_refuses():
+    """A NumPy bool False refuses like False."""
+    np = pytest.importorskip("numpy")
+    cls = _scaled(validator=lambda v: np.float64(v) > 0)
+    with pytest.raises(SpecError, match="returned False"):
+        cls(scale=-1.0)
+
+
+def test_attrs_protocol_validator_returning_false_refuses():
+    """A check(instance, attribute, value) that returns False refuses too."""
+    def positive(instance, attribute, value):
+        return value > 0
+
+    with pytest.raises(SpecError, match=r"Bad.scale = -1.0 is invalid: validator .*positive "
+                                        r"returned False"):
+        _scaled(validator=positive)(scale=-1.0)
+
+
+def test_false_return_refuses_inside_a_list():
+    """In a list with attrs validators, a False return still refuses (attrs' and_ ignores
+    return values, so each check is read on its own)."""
+    cls = _scaled(validator=[attrs.validators.le(10.0), lambda v: v != 3.0])
+    assert cls(scale=2.0).scale == 2.0
+    with pytest.raises(SpecError, match="returned False"):
+        cls(scale=3.0)
+    with pytest.raises(SpecError, match="must be <= 10.0"):
+        cls(scale=11.0)
+
+
+def test_launch_field_validator_returning_false_refuses():
+    """Launch fields read their validators' verdicts the same way."""
+    cls = _define("legacy.ptx.j2", {
+        "n": (int, baked(1)), "scale": (float, baked(1.0)),
+        "block": (int, launch(128, validator=lambda b: b % 32 == 0)),
+    })
+    with pytest.raises(SpecError, match=r"Bad.block = 100 is invalid: .*returned False"):
+        cls(block=100)
+
+
+def test_assertion_in_validator_is_a_spec_error():
+    """An assert in a validator refuses with its message; a bare assert names the check."""
+    def under_ten(value):
+        assert value < 10, "expected a value under 10"
+
+    namespace: dict = {}  # compiled here, not in this module, which pytest rewrites
+    exec("def bare(value):\n    assert value != 5\n", namespace)
+    cls = _scaled(validator=[under_ten, namespace["bare"]])
+    with pytest.raises(SpecError, match=r"^Bad.scale = 12.0 is invalid: expected a value under "
+                                        r"10"):
+        cls(scale=12.0)
+    with pytest.raises(SpecError, match=r"Bad.scale = 5.0 is invalid: validator .*bare failed "
+                                        r"an assert"):
+        cls(scale=5.0)
+
+
+@pytest.mark.parametrize("verdict", [0, "", "no", [], 1])
+def test_ambiguous_validator_return_refused(verdict):
+    """A return that is neither None nor a bool (0, '', a list, a regex match) is refused as
+    ambiguous, never read as a pass or a fail."""
+    with pytest.raises(SpecError, match=re.escape(f"returned {verdict!r}; a validator accepts "
+                                                  "by returning None or True")):
+        _scaled(validator=lambda v: verdict)(scale=2.0)
+
+
+def test_validator_returning_none_or_true_accepts():
+    """None (the attrs protocol) and True both accept."""
+    assert _scaled(validator=[lambda v: None, lambda v: True])(scale=2.0).scale == 2.0
+
+
+# -- converters: attrs' forms --------------------------------------------------------------
+
+needs_converter = pytest.mark.skipif(not hasattr(attrs, "Converter"),
+                                     reason="attrs.Converter needs attrs >= 24.1")
+
+
+@needs_converter
+def test_converter_taking_self_sees_earlier_fields():
+    """attrs.Converter(f, takes_self=True) gets the instance, with earlier fields set."""
+    def times_n(value, instance):
+        return value * instance.n
+
+    cls = _scaled(converter=attrs.Converter(times_n, takes_self=True))
+    assert cls(n=3, scale=2.0).scale == 6.0
+
+
+@needs_converter
+def test_converter_taking_field_gets_the_attribute():
+    """attrs.Converter(f, takes_field=True) gets the field's attrs Attribute."""
+    seen = []
+
+    def record(value, field):
+        seen.append(field.name)
+        return value
+
+    assert _scaled(converter=attrs.Converter(record, takes_field=True))(scale=2).scale == 2.0
+    assert seen == ["scale"]
+
+
+@needs_converter
+def test_converter_taking_self_and_field():
+    """takes_self and takes_field together pass (value, instance, field)."""
+    def both(value, instance, field):
+        return value + instance.n + len(field.name)
+
+    cls = _scaled(converter=attrs.Converter(both, takes_self=True, takes_field=True))
+    assert cls(n=2, scale=1.0).scale == 1.0 + 2 + len("scale")
+
+
+def test_list_of_converters_runs_in_order():
+    """A list of converters runs left to right, as attrs.converters.pipe does; the result
+    is then coerced to the field's type."""
+    cls = _scaled(converter=[str.strip, float, abs])
+    assert cls(scale=" -2.5 ").scale == 2.5
+    assert _scaled(converter=attrs.converters.pipe(str.strip, float))(scale=" 3 ").scale == 3.0
+
+
+@needs_converter
+def test_pipe_with_a_converter_taking_self():
+    """A pipe holding an attrs.Converter with takes_self passes the instance through."""
+    cls = _scaled(converter=[float, attrs.Converter(lambda v, inst: v * inst.n,
+                                                    takes_self=True)])
+    assert cls(n=4, scale="0.5").scale == 2.0
+
+
+@needs_converter
+def test_converter_errors_name_the_field():
+    """A converter's ValueError, TypeError or AssertionError is a SpecError naming the field."""
+    def strict(value, instance):
+        assert value != 0, "zero is not a scale"
+        return value
+
+    cls = _scaled(converter=attrs.Converter(strict, takes_self=True))
+    with pytest.raises(SpecError, match=r"^Bad.scale = 0 is invalid: zero is not a scale"):
+        cls(scale=0)
+    with pytest.raises(SpecError, match=r"^Bad.scale = 'x' is invalid: could not convert"):
+        _scaled(converter=float)(scale="x")
+
+
+# -- classes attrs or dataclasses already made ---------------------------------------------
+
+@pytest.mark.parametrize("maker, name", [
+    (attrs.define, "attrs"), (attrs.frozen, "attrs"), (attrs.mutable, "attrs"),
+    (__import__("dataclasses").dataclass, "dataclasses"),
+    (__import__("dataclasses").dataclass(frozen=True), "dataclasses"),
+])
+def test_class_already_made_is_refused(maker, name):
+    """@kernel_spec over @attrs.define/@attrs.frozen/@dataclass says what to write instead."""
+    namespace = {"__annotations__": {"n": int, "scale": float}, "n": baked(1),
+                 "scale": baked(1.0), "__module__": __name__}
+    made = maker(type("Made", (), namespace))
+    with pytest.raises(SpecDefinitionError, match=rf"Made is already a class made by {name}: "
+                                                  r"@kernel_spec makes the .* Remove the "
+                                                  r"@attrs.define"):
+        kernel_spec(template="legacy.ptx.j2", entry="x", template_dir=TEMPLATES)(made)
+
+
+def test_subclass_of_a_spec_is_still_a_spec():
+    """A plain subclass of a spec class (which inherits attrs' fields) is not refused."""
+    @kernel_spec(template="toy.ptx.j2", entry="toy", template_dir=TEMPLATES)
+    class Keyed(Toy):
+        def key(self):
+            return f"toy-{self.n}"
+
+    assert Keyed(n=8).n == 8 and Keyed(n=8).key() == "toy-8"
+
+
+# -- bad calls: every one a SpecError naming the class and the fields -----------------------
+
+def test_missing_required_field_is_a_spec_error():
+    """RMSNorm() names the class and the missing field; the error is a SpecError (so a
+    ValueError) and still the TypeError a bad call always was."""
+    from specdsl import SpecArgumentError
+    from specdsl.kernels import RMSNorm
+
+    with pytest.raises(SpecArgumentError) as info:
+        RMSNorm()
+    assert str(info.value) == ("RMSNorm is missing required field(s) 'hidden' (baked) (no "
+                               "default): write RMSNorm(hidden=...)")
+    assert isinstance(info.value, SpecError) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, TypeError)
+
+
+def test_every_missing_field_is_named():
+    """Two missing required fields are both named, with their roles."""
+    cls = _define("legacy.ptx.j2", {"n": (int, baked()), "scale": (float, baked()),
+                                    "block": (int, launch())})
+    with pytest.raises(SpecError, match=r"Bad is missing required field\(s\) 'scale' \(baked\), "
+                                        r"'block' \(launch\) \(no default\): write "
+                                        r"Bad\(scale=\.\.\., block=\.\.\.\)$"):
+        cls(4)
+
+
+def test_unknown_keyword_is_a_spec_error():
+    """An unknown keyword names the class, the word, the fields and the nearest field."""
+    with pytest.raises(SpecError, match=r"^Toy has no field 'scal' \(fields: scale, offset, n, "
+                                        r"dtype, flag, limit, mode, dims, block\); did you mean "
+                                        r"'scale'\?$"):
+        Toy(scal=2.0)
+
+
+def test_too_many_positional_values_is_a_spec_error():
+    """More positional values than fields is refused, naming the fields in order."""
+    with pytest.raises(SpecError, match=r"^Toy takes at most 9 field value\(s\) by position "
+                                        r"\(scale, offset, n, .*block\), got 10"):
+        Toy(1.0, 0.0, 8, "f32", False, None, "fast", (1,), 128, 7)
+
+
+def test_positional_values_still_work():
+    """Fields may still be given by position, in declaration order."""
+    assert Toy(2.0, 1.0, 8) == Toy(scale=2.0, offset=1.0, n=8)
+
+
+def test_checked_init_keeps_the_signature_and_shows_in_tracebacks():
+    """inspect.signature shows the fields; a traceback shows the generated __init__'s line."""
+    import inspect
+    import traceback
+
+    from specdsl.kernels import RMSNorm
+
+    assert list(inspect.signature(RMSNorm).parameters) == [
+        "hidden", "eps", "dtype", "fused_residual", "block"]
+    try:
+        RMSNorm(hidden=4097)
+    except SpecError as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+    assert any(f.filename.startswith("<specdsl __init__") and f.line for f in frames)
+
+
+# -- text baked into PTX -------------------------------------------------------------------
+
+def _labelled(tmp_path):
+    (tmp_path / "label.ptx.j2").write_text(
+        '{% include "header.ptx.j2" %}\n// {{ label }} {{ tags | join(",") }}\n'
+        ".visible .entry {{ entry }}()\n{\n    ret;\n}\n")
+
+    @kernel_spec(template="label.ptx.j2", entry="label", template_dir=tmp_path)
+    class Label:
+        label: str = baked("plain")
+        tags: tuple[str, ...] = baked(())
+        note: str = launch("")
+
+    return Label
+
+
+@pytest.mark.parametrize("text", [
+    "x\n.visible .entry evil()\n{\n    ret;\n}", "a\rb", "cut\x00off", "tab\there", "caf\u00e9",
+    "\x7f",
+])
+def test_baked_str_must_be_one_printable_ascii_line(tmp_path, text):
+    """A baked str holding a newline (a second .entry), a NUL, a control character or
+    non-ASCII text is refused at construction: it would be written into the PTX."""
+    Label = _labelled(tmp_path)
+    with pytest.raises(SpecError, match=r"Label.label must be one line of printable ASCII "
+                                        r"text \(a baked str is written into the PTX\)"):
+        Label(label=text)
+
+
+def test_str_members_of_a_baked_tuple_are_checked(tmp_path):
+    """Each str inside a baked tuple obeys the same rule, named by its position."""
+    Label = _labelled(tmp_path)
+    with pytest.raises(SpecError, match=r"Label.tags\[\] must be one line of printable ASCII"):
+        Label(tags=("ok", "two\nlines"))
+    assert Label(tags=["a", "b c"]).tags == ("a", "b c")
+
+
+def test_str_subclass_is_taken_as_its_text(tmp_path):
+    """A str subclass whose __str__ says something else is stored as its plain text, so
+    the template prints what was checked."""
+    from specdsl import render
+
+    class Sneaky(str):
+        def __str__(self):
+            return "ok\n.visible .entry evil()\n{ ret; }"
+
+    Label = _labelled(tmp_path)
+    request = Label(label=Sneaky("ok"))
+    assert type(request.label) is str and request.label == "ok"
+    assert render(request).count(".entry") == 1
+
+
+def test_launch_str_is_not_written_into_ptx(tmp_path):
+    """A launch str never reaches the template, so it may hold any text."""
+    assert _labelled(tmp_path)(note="two\nlines").note == "two\nlines"

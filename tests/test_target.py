@@ -3,6 +3,7 @@
 import pytest
 
 from specdsl import Target, TargetError
+from specdsl.target import known_targets
 
 
 @pytest.mark.parametrize("text, arch, suffix, isa", [
@@ -56,3 +57,47 @@ def test_refuses_too_old_isa():
     """An explicit PTX ISA older than the target needs is refused."""
     with pytest.raises(TargetError, match=r"PTX ISA 8.0 cannot target sm_100 \(needs 8.6"):
         Target(100, "", (8, 0))
+
+
+def test_constructor_takes_the_name():
+    """Target("sm_100") is the target users write: equal to Target(100) and Target.parse."""
+    assert Target("sm_100") == Target(100) == Target.parse("sm_100")
+    assert Target("sm_90a") == Target(90, "a") and hash(Target("sm_90a")) == hash(Target(90, "a"))
+    assert Target("sm_89", ptx_version=(8, 1)).ptx_isa == "8.1"
+
+
+def test_constructor_refuses_a_second_suffix():
+    """A name that carries its suffix cannot be given another one."""
+    with pytest.raises(TargetError, match=r"'sm_90a' already names its suffix \(got suffix='f'"):
+        Target("sm_90a", "f")
+
+
+@pytest.mark.parametrize("bad", [90.0, True, None])
+def test_refuses_non_int_arch(bad):
+    """arch is an int or a target name, nothing else."""
+    with pytest.raises(TargetError, match="target arch must be an int such as 90"):
+        Target(bad)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("sm_80a", "sm_80a is no target: architecture-specific 'a' targets start at sm_90a"),
+    ("sm_89a", "architecture-specific 'a' targets start at sm_90a"),
+    ("sm_90f", "sm_90f is no target: family-specific 'f' targets start at sm_100f"),
+    ("sm_75f", "family-specific 'f' targets start at sm_100f"),
+])
+def test_suffix_needs_its_arch(text, message):
+    """'a' targets exist from sm_90, 'f' targets from sm_100 (PTX ISA, .target)."""
+    with pytest.raises(TargetError, match=message):
+        Target.parse(text)
+
+
+def test_known_targets():
+    """known_targets lists every target parse accepts: each arch bare, with 'a' from sm_90
+    and with 'f' from sm_100, in rank order."""
+    targets = known_targets()
+    names = [t.sm for t in targets]
+    assert len(names) == len(Target.KNOWN) + 7 + 6
+    assert {"sm_75", "sm_90a", "sm_100f", "sm_121f"} <= set(names)
+    assert not {"sm_90f", "sm_89a"} & set(names)
+    assert all(Target.parse(name) == t for name, t in zip(names, targets))
+    assert [t.arch for t in targets] == sorted(t.arch for t in targets)

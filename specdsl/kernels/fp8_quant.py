@@ -48,8 +48,10 @@ class Fp8Quant:
     """Quantize ``x`` ``[tokens, hidden]`` to OCP FP8 E4M3 codes ``q`` with f32 scales.
 
     ``q[t, j] = saturate(x[t, j] / scale)`` (round to nearest even, saturating at
-    +-448: ``cvt.rn.satfinite.e4m3x2.f32``, PTX ISA "cvt", sm_89 or newer), computed
-    as ``x * (1 / scale)`` with an IEEE reciprocal. Dequantize with ``q * scale``.
+    +-448: ``cvt.rn.satfinite.e4m3x2.f32``, PTX ISA "cvt": sm_90 or newer, or sm_89 with
+    PTX ISA 8.1, ``Target(89, ptx_version=(8, 1))``), computed as ``x * (1 / scale)``
+    with an IEEE reciprocal. Dequantize with ``q * scale``. The row max is one CTA
+    reduction (``templates/reduce.ptx.j2``), right for every ``block``.
 
     ``scale_mode``:
 
@@ -64,7 +66,10 @@ class Fp8Quant:
     ``[tokens, hidden]``), then ``scale`` (f32) except for ``static_baked``. Grid:
     one CTA per token.
 
-    NaN inputs give NaN codes (0x7F/0xFF) and are ignored by the row max.
+    Special values: NaN inputs give NaN codes (0x7F/0xFF) and are ignored by the row
+    max; values whose quotient is beyond +-448, infinities included, saturate to +-448;
+    a dynamic row holding +-inf gets scale ``inf`` (finite elements quantize to 0, the
+    infinities to NaN). See docs/kernels/fp8_quant.md, "Special values".
 
     Fields:
         dtype (baked): f32, f16 or bf16.
@@ -123,17 +128,25 @@ def reference(x: Any, scale: Any = None) -> tuple[Any, Any]:
     ``scale=None`` computes the dynamic per-token scales ``max(amax / 448, 2^-126)``,
     shape ``[tokens]``; otherwise ``scale`` is one number. The first result is the
     exact (unrounded) quotient: E4M3 rounding is what a comparison must tolerate.
+
+    Special values, as the kernel (docs/kernels/fp8_quant.md, "Special values"): the
+    row max ``amax`` ignores NaN (as vLLM's ``fmaxf``); a NaN quotient stays NaN (the
+    E4M3 NaN code); quotients beyond +-448, infinities included, saturate to +-448. A
+    row holding +-inf gets scale ``inf``: its finite elements give 0, its infinities
+    ``inf / inf = NaN``.
     """
     import numpy as np
 
     x = np.asarray(x, dtype=np.float64)
-    if scale is None:
-        scale = np.maximum(np.abs(x).max(axis=-1) / E4M3_MAX, MIN_SCALE)
-        quotient = x / scale[:, None]
-    else:
-        scale = np.float64(scale)
-        quotient = x / scale
-    return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if scale is None:
+            amax = np.fmax.reduce(np.abs(x), axis=-1, initial=0.0)
+            scale = np.maximum(amax / E4M3_MAX, MIN_SCALE)
+            quotient = x / scale[:, None]
+        else:
+            scale = np.float64(scale)
+            quotient = x / scale
+        return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
 
 
 def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = (0,)) -> KernelCase:

@@ -14,7 +14,7 @@ from ._case import KernelCase, Output, from_bits, to_bits
 from ._rows import check_whole_vectors, row_block, row_launch_dims
 from ._checks import FLOAT_DTYPES, one_of
 
-__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD"]
+__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "F32_MAX"]
 
 #: Most 16-byte vectors of a row one thread keeps in registers (so at most
 #: 1024 * 8 * 16 bytes = 128 KiB per row: hidden <= 65536 for f16/bf16, 32768 for f32).
@@ -128,13 +128,30 @@ class RMSNorm:
         return (arrays * rows + 1) * self.hidden * self.dtype.size
 
 
+#: Largest finite f32: the kernel (as torch and vLLM) forms mean(x^2) + eps in f32.
+F32_MAX = (2 - 2**-23) * 2.0**127
+#: Where a value rounds to f32 infinity (to nearest even: the largest value's half ulp up).
+F32_OVERFLOW = 2.0**128 - 2.0**103
+
+
 def reference(x: Any, weight: Any, eps: float) -> Any:
-    """float64 RMSNorm of each row of ``x`` ``[rows, hidden]`` times ``weight`` ``[hidden]``."""
+    """float64 RMSNorm of each row of ``x`` ``[rows, hidden]`` times ``weight`` ``[hidden]``.
+
+    With torch's semantics (``torch.nn.functional.rms_norm`` computes in f32 for f16,
+    bf16 and f32 inputs; vLLM's kernels accumulate in f32): where ``sum(x^2)`` or
+    ``mean(x^2) + eps`` exceeds the f32 range, it is ``inf``, so ``rstd = 0``: the row
+    becomes 0 (NaN where x is +-inf, and where x is NaN). Pass ``eps`` as the f32 the
+    kernel bakes (``float(numpy.float32(eps))``) when it matters at that precision.
+    """
     import numpy as np
 
     x = np.asarray(x, dtype=np.float64)
-    mean_square = np.mean(x * x, axis=-1, keepdims=True)
-    return x / np.sqrt(mean_square + eps) * np.asarray(weight, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        sum_square = np.sum(x * x, axis=-1, keepdims=True)
+        denominator = sum_square / x.shape[-1] + eps
+        denominator = np.where((sum_square >= F32_OVERFLOW) | (denominator >= F32_OVERFLOW),
+                               np.inf, denominator)
+        return x / np.sqrt(denominator) * np.asarray(weight, dtype=np.float64)
 
 
 #: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.

@@ -158,14 +158,15 @@ def reference(x: Any, positions: Any, *, rotary_dim: int, theta: float, style: s
     angle = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
     out = x.copy()
-    if style == "neox":
-        x1, x2 = x[..., :half], x[..., half:rotary_dim]
-        out[..., :half] = x1 * cos - x2 * sin
-        out[..., half:rotary_dim] = x2 * cos + x1 * sin
-    else:
-        x1, x2 = x[..., 0:rotary_dim:2], x[..., 1:rotary_dim:2]
-        out[..., 0:rotary_dim:2] = x1 * cos - x2 * sin
-        out[..., 1:rotary_dim:2] = x2 * cos + x1 * sin
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 is NaN, as in torch
+        if style == "neox":
+            x1, x2 = x[..., :half], x[..., half:rotary_dim]
+            out[..., :half] = x1 * cos - x2 * sin
+            out[..., half:rotary_dim] = x2 * cos + x1 * sin
+        else:
+            x1, x2 = x[..., 0:rotary_dim:2], x[..., 1:rotary_dim:2]
+            out[..., 0:rotary_dim:2] = x1 * cos - x2 * sin
+            out[..., 1:rotary_dim:2] = x2 * cos + x1 * sin
     return out
 
 

@@ -93,12 +93,17 @@ class SiluMul:
 
 
 def reference(x: Any, d: int) -> Any:
-    """float64 ``silu(x[..., :d]) * x[..., d:]`` for ``x`` of shape ``[..., 2d]``."""
+    """float64 ``silu(x[..., :d]) * x[..., d:]`` for ``x`` of shape ``[..., 2d]``.
+
+    ``silu(a) = a / (1 + exp(-a))``, as torch computes it: ``silu(+inf) = +inf``,
+    ``silu(-inf) = -inf / inf = NaN``; NaN in gives NaN out; ``0 * inf`` is NaN.
+    """
     import numpy as np
 
     x = np.asarray(x, dtype=np.float64)
     gate, up = x[..., :d], x[..., d:]
-    return gate / (1.0 + np.exp(-gate)) * up
+    with np.errstate(invalid="ignore", over="ignore"):
+        return gate / (1.0 + np.exp(-gate)) * up
 
 
 def example(spec: SiluMul, rng, tokens: int = 37) -> KernelCase:

@@ -9,7 +9,7 @@ import attrs
 
 from .. import immediates
 from ..dtype import DType
-from ..errors import SpecError
+from ..errors import RenderError, SpecError
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import KernelCase, Output, from_bits, relative_error, to_bits
@@ -24,6 +24,11 @@ MAX_COLS = 262144
 
 #: Most 16-byte vectors of a row one thread holds in registers at a time (32 words).
 VECTORS_PER_THREAD = 8
+
+#: Range of a nonzero |scale|: 2 * scale * log2(e), baked as one f32, must neither
+#: overflow nor round to zero (about 2.4e-46 to 1.1793e38).
+_MIN_SCALE = 2.0**-150 / (2 * math.log2(math.e))
+_MAX_SCALE = (2 - 2**-23) * 2.0**127 / (2 * math.log2(math.e))
 
 #: Most CTAs a row may be split over: the largest portable cluster (CUDA Programming
 #: Guide, "Thread Block Clusters": 8 CTAs on every device that has clusters).
@@ -53,10 +58,16 @@ def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
 
 
 def _check_scale(instance: Any, attribute: Any, scale: float) -> None:
-    if not math.isfinite(scale * math.log2(math.e)):
-        raise ValueError("expected scale * log2(e) to be finite")
+    # the PTX holds 2 * scale * log2(e) as one f32 immediate (see templates/softmax.ptx.j2)
+    if not math.isfinite(2 * scale * math.log2(math.e)):
+        raise ValueError("expected 2 * scale * log2(e) to be finite")
     if scale != 0.0:
-        immediates.f32(scale * math.log2(math.e))  # overflow or underflow in f32 is refused
+        try:
+            immediates.f32(2 * scale * math.log2(math.e))
+        except RenderError:
+            raise ValueError(f"expected 2 * scale * log2(e) to be a nonzero finite f32 "
+                             f"(|scale| above {_MIN_SCALE:.3g} and up to {_MAX_SCALE:.5g}, "
+                             f"or 0)") from None
 
 
 def _check_split(instance: Any, attribute: Any, split: int) -> None:
@@ -105,11 +116,18 @@ class Softmax:
 
     ``y[r, i] = exp(scale * x[r, i] - m_r) / sum_k exp(scale * x[r, k] - m_r)`` with
     ``m_r = max_k scale * x[r, k]`` (subtracting the maximum keeps every exponential
-    in (0, 1]: no overflow). The kernel works in base 2: ``t = x * (scale * log2 e)``
-    (one f32 constant, rounded once), ``2^(t - max t)`` by ``ex2.approx.ftz.f32``
-    (the PTX ISA, "ex2", bounds its relative error near 2^-22; subnormal results
-    flush to zero, i.e. probabilities under 2^-126), accumulation in f32, one
-    ``rcp.rn.f32`` per row, output rounded to ``dtype`` once.
+    in (0, 1]: no overflow). The kernel works in base 2 on the raw row: with
+    ``M = max x`` (``min x`` for ``scale < 0``), ``2^(c (x - M))``, ``c = scale * log2 e``,
+    formed as ``fma(x, 1/2, -M/2) * 2c`` so that no intermediate overflows for any
+    finite x and accepted scale (``2c`` is one f32 constant, rounded once), by
+    ``ex2.approx.ftz.f32`` (the PTX ISA, "ex2", bounds its relative error near 2^-22;
+    subnormal results flush to zero, i.e. probabilities under 2^-126), accumulation in
+    f32, one ``rcp.rn.f32`` per row, output rounded to ``dtype`` once.
+
+    Special values give what ``torch.softmax(x * scale)`` gives: ``-inf`` elements (a
+    mask, with ``scale > 0``) give 0; a row holding NaN, or ``+inf`` (``scale > 0``), or
+    no finite element at all (a fully masked row) gives NaN everywhere (see
+    docs/kernels/softmax.md, "Special values").
 
     Rows of up to ``1024 * 32`` values live in registers: x is read once. Longer rows
     (:attr:`chunks` > 1) make two passes: pass 1 keeps a running maximum and a
@@ -133,8 +151,9 @@ class Softmax:
 
     Fields:
         cols (baked): row length, a multiple of 8 (f16/bf16) or 4 (f32), at most 262144.
-        scale (baked): multiplies x before the softmax (e.g. ``1/sqrt(d)``); any finite
-            value whose product with log2(e) is a normal f32 (or 0).
+        scale (baked): multiplies x before the softmax (e.g. ``1/sqrt(d)``); 0, or any
+            value whose product with 2 log2(e) is a nonzero finite f32 (``|scale|`` from
+            about 2.43e-46 to 1.1793e38), negative values included.
         dtype (baked): f32, f16 or bf16 for x and y.
         split (baked): CTAs per row, 1 to 8 (one cluster); the row must split into equal
             slices of whole vectors, each at most 8192 vectors. Needs sm_90 or newer.
@@ -231,13 +250,18 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
 
 
 def reference(x: Any, scale: float) -> Any:
-    """float64 softmax of ``x * scale`` along the last axis (maximum subtracted first)."""
+    """float64 softmax of ``x * scale`` along the last axis (maximum subtracted first).
+
+    Special values as ``torch.softmax``: ``-inf`` gives 0; a row with NaN, ``+inf`` or
+    no finite ``x * scale`` gives NaN everywhere (``inf - inf``, ``0 / 0``).
+    """
     import numpy as np
 
-    t = np.asarray(x, dtype=np.float64) * scale
-    t = t - np.max(t, axis=-1, keepdims=True)
-    e = np.exp(t)
-    return e / np.sum(e, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        t = np.asarray(x, dtype=np.float64) * scale
+        t = t - np.max(t, axis=-1, keepdims=True)
+        e = np.exp(t)
+        return e / np.sum(e, axis=-1, keepdims=True)
 
 
 #: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.

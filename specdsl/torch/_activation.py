@@ -1,0 +1,71 @@
+"""``silu_and_mul``: :class:`~specdsl.kernels.SiluMul` (the SwiGLU gate) as a torch op."""
+
+import torch
+
+from .. import LaunchError
+from . import _runtime, _validate, specs
+
+__all__ = ["silu_and_mul"]
+
+_OP_NAME = "specdsl.torch.silu_and_mul"
+
+
+def _check(x: torch.Tensor) -> None:
+    _validate.float_tensor(_OP_NAME, "x", x)
+    if x.shape[-1] % 2:
+        raise LaunchError(f"{_OP_NAME}: x has shape {tuple(x.shape)}; expected an even last "
+                          f"dimension (the gate half, then the up half)")
+
+
+def _request(x: torch.Tensor):
+    return _validate.request(_OP_NAME, "x", x, specs.silu_and_mul,
+                             x.shape[-1] // 2, x.dtype)
+
+
+def _out(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)
+
+
+@torch.library.custom_op("specdsl::silu_and_mul", mutates_args=())
+def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    _check(x)
+    _validate.on_cuda(_OP_NAME, "x", x)
+    spec = _request(x)
+    out = _out(x)
+    tokens = x.numel() // x.shape[-1]
+    if tokens:
+        _runtime.launch(spec, (x, out, tokens), spec.launch_dims(tokens), x.device)
+    return out
+
+
+@_silu_and_mul.register_fake
+def _silu_and_mul_fake(x):
+    _check(x)
+    if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
+        _request(x)
+    return _out(x)
+
+
+_SILU_AND_MUL_OP = torch.ops.specdsl.silu_and_mul.default
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """The SwiGLU gate: ``silu(x[..., :d]) * x[..., d:]`` with ``silu(a) = a * sigmoid(a)``.
+
+    The op ``torch.ops.specdsl.silu_and_mul``, launching :class:`~specdsl.kernels.SiluMul`
+    (f32 arithmetic, one rounding to the dtype), as vLLM's ``silu_and_mul`` (which writes
+    into an ``out`` it is given; this op allocates it).
+
+    Args:
+        x: ``[..., 2 * d]``, contiguous, on a CUDA device; f32, f16 or bf16: the gate
+            projection, then the up projection, in each row.
+
+    Returns:
+        A new tensor ``[..., d]`` of x's dtype.
+
+    Raises:
+        LaunchError: a wrong dtype or device, an odd last dimension, or a non-contiguous
+            tensor.
+        SpecError: a ``d`` the kernel does not take.
+    """
+    return _SILU_AND_MUL_OP(x)

@@ -1,0 +1,134 @@
+"""``rms_norm`` and ``fused_add_rms_norm``: :class:`~specdsl.kernels.RMSNorm` as torch ops."""
+
+import torch
+
+from .. import LaunchError
+from . import _runtime, _validate, specs
+
+__all__ = ["rms_norm", "fused_add_rms_norm"]
+
+_RMS_NORM = "specdsl.torch.rms_norm"
+_FUSED = "specdsl.torch.fused_add_rms_norm"
+
+
+def _check(op: str, x: torch.Tensor, weight: torch.Tensor,
+           residual: torch.Tensor | None = None) -> None:
+    _validate.float_tensor(op, "x", x)
+    _validate.float_tensor(op, "weight", weight)
+    _validate.same_dtype(op, "weight", weight, "x", x)
+    if tuple(weight.shape) != (x.shape[-1],):
+        raise LaunchError(f"{op}: weight has shape {tuple(weight.shape)}; expected "
+                          f"({x.shape[-1]},), the length of x's last dimension")
+    if residual is not None:
+        _validate.float_tensor(op, "residual", residual, in_place=True)
+        _validate.same_dtype(op, "residual", residual, "x", x)
+        if residual.shape != x.shape:
+            raise LaunchError(f"{op}: residual has shape {tuple(residual.shape)}; expected "
+                              f"{tuple(x.shape)}, the shape of x")
+    _validate.same_device(op, x=x, weight=weight, residual=residual)
+
+
+def _request(op: str, x: torch.Tensor, eps: float, fused: bool):
+    return _validate.request(op, "x", x, specs.rms_norm,
+                             x.shape[-1], eps, x.dtype, fused)
+
+
+def _fake_request(op: str, x: torch.Tensor, eps: float, fused: bool) -> None:
+    if _validate.concrete(x.shape[-1], eps):  # trace time: refuse what a call would refuse
+        _request(op, x, eps, fused)
+
+
+@torch.library.custom_op("specdsl::rms_norm", mutates_args=())
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    _check(_RMS_NORM, x, weight)
+    _validate.on_cuda(_RMS_NORM, "x", x)
+    spec = _request(_RMS_NORM, x, eps, False)
+    out = torch.empty_like(x)
+    rows = x.numel() // x.shape[-1]
+    if rows:
+        _runtime.launch(spec, (x, weight, out, rows), spec.launch_dims(rows), x.device)
+    return out
+
+
+@_rms_norm.register_fake
+def _rms_norm_fake(x, weight, eps):
+    _check(_RMS_NORM, x, weight)
+    _fake_request(_RMS_NORM, x, eps, False)
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("specdsl::fused_add_rms_norm", mutates_args=("residual",))
+def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                        eps: float) -> torch.Tensor:
+    _check(_FUSED, x, weight, residual)
+    _validate.on_cuda(_FUSED, "x", x)
+    _validate.disjoint(_FUSED, "x", x, "residual", residual)
+    spec = _request(_FUSED, x, eps, True)
+    out = torch.empty_like(x)
+    rows = x.numel() // x.shape[-1]
+    if rows:
+        _runtime.launch(spec, (x, residual, weight, out, rows), spec.launch_dims(rows),
+                        x.device)
+    return out
+
+
+@_fused_add_rms_norm.register_fake
+def _fused_add_rms_norm_fake(x, residual, weight, eps):
+    _check(_FUSED, x, weight, residual)
+    _fake_request(_FUSED, x, eps, True)
+    return torch.empty_like(x)
+
+
+_RMS_NORM_OP = torch.ops.specdsl.rms_norm.default
+_FUSED_OP = torch.ops.specdsl.fused_add_rms_norm.default
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of each row of ``x``: ``x / sqrt(mean(x^2) + eps) * weight``.
+
+    The op ``torch.ops.specdsl.rms_norm``, launching :class:`~specdsl.kernels.RMSNorm`
+    (accumulation in f32, one rounding to the dtype) on torch's current stream.
+
+    Args:
+        x: ``[..., hidden]``, contiguous, on a CUDA device; f32, f16 or bf16. Every
+            leading dimension is a row.
+        weight: ``[hidden]``, x's dtype and device.
+        eps: added to the mean square; a float > 0.
+
+    Returns:
+        A new tensor shaped and typed like ``x``, from torch's caching allocator.
+
+    Raises:
+        LaunchError: a wrong dtype, shape or device, or a non-contiguous tensor.
+        SpecError: a row length the kernel does not take, or a bad ``eps``.
+    """
+    return _RMS_NORM_OP(x, weight, eps)
+
+
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       eps: float) -> torch.Tensor:
+    """``residual += x`` (in place), then RMSNorm of the new ``residual``, as vLLM's op.
+
+    The sum ``s = x + residual`` is rounded to the dtype once and written into
+    ``residual`` (the next layer's residual stream); the result is
+    ``s / sqrt(mean(s^2) + eps) * weight``. Unlike vLLM's ``fused_add_rms_norm``, which
+    writes the result over ``x``, ``x`` is left as it was and the result is a new tensor.
+    The op is ``torch.ops.specdsl.fused_add_rms_norm`` (it declares that it mutates
+    ``residual``, so ``torch.compile`` orders it correctly).
+
+    Args:
+        x: ``[..., hidden]``, contiguous, on a CUDA device; f32, f16 or bf16.
+        residual: x's shape, dtype and device, contiguous; overwritten with ``x + residual``.
+            It must not overlap ``x``.
+        weight: ``[hidden]``, x's dtype and device.
+        eps: added to the mean square; a float > 0.
+
+    Returns:
+        The normalized sum, a new tensor shaped and typed like ``x``.
+
+    Raises:
+        LaunchError: a wrong dtype, shape or device, a non-contiguous tensor, or ``x``
+            and ``residual`` overlapping.
+        SpecError: a row length the kernel does not take, or a bad ``eps``.
+    """
+    return _FUSED_OP(x, residual, weight, eps)

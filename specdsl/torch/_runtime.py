@@ -1,0 +1,124 @@
+"""Where the ops meet the executor: one :class:`~specdsl.Executor` per device, torch's
+current stream, and the launch.
+
+Every op launches through :func:`launch`; it is the one place that reads torch's current
+stream and hands it to ``Executor.launch``, so a cheaper way to read the stream replaces
+one function.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import torch
+
+from .. import Executor, LaunchError
+
+__all__ = ["executor", "use_executor", "launch", "current_stream", "cluster_sm_count"]
+
+_executors: dict[int, Executor] = {}
+_lock = threading.Lock()
+
+
+def _index(device: Any) -> int:
+    """A CUDA device ordinal from a torch.device, a string such as ``"cuda:1"``, an int or None."""
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int) and not isinstance(device, bool):
+        index = device
+    else:
+        try:
+            device = torch.device(device)
+        except (TypeError, RuntimeError):
+            raise LaunchError(f"device = {device!r} is invalid: expected a torch.device, a "
+                              f"string such as 'cuda:0', an ordinal or None") from None
+        if device.type != "cuda":
+            raise LaunchError(f"device = {device} is invalid: expected a CUDA device")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+    count = torch.cuda.device_count()
+    if not 0 <= index < count:
+        seen = f"ordinals 0 to {count - 1} are visible" if count else "no CUDA device is visible"
+        raise LaunchError(f"device = {index} is invalid: expected a CUDA device ({seen})")
+    return index
+
+
+def executor(device: Any = None) -> Executor:
+    """The :class:`~specdsl.Executor` the ops launch on for ``device``, made on first use.
+
+    One per device per process, shared by every op and thread; made with the default
+    disk cache (``SPECDSL_CACHE_DIR`` or the per-user folder), unless :func:`use_executor`
+    gave one first. Making it leaves torch's current device as it was.
+
+    Args:
+        device: a torch.device, ``"cuda:N"``, an ordinal, or None for torch's current device.
+
+    Raises:
+        LaunchError: not a CUDA device, or no such device.
+    """
+    index = _index(device)
+    found = _executors.get(index)
+    if found is not None:
+        return found
+    with _lock:
+        found = _executors.get(index)
+        if found is None:
+            # the Executor makes its device's context current; torch's current device is
+            # restored on leaving, so tensors made with device="cuda" stay where they were
+            with torch.cuda.device(index):
+                found = _executors[index] = Executor(index)
+    return found
+
+
+def use_executor(executor: Executor) -> Executor | None:
+    """Make the ops launch on ``executor`` for its device; returns the one it replaces.
+
+    For an executor with its own ``cache_dir`` or ledger. Modules the replaced executor
+    loaded stay with it.
+
+    Raises:
+        LaunchError: a compile-only executor (``device=None``).
+    """
+    if not isinstance(executor, Executor) or executor.device_id is None:
+        raise LaunchError(f"executor = {executor!r} is invalid: expected an Executor with a "
+                          f"device (not a compile-only one)")
+    with _lock:
+        previous = _executors.get(executor.device_id)
+        _executors[executor.device_id] = executor
+    return previous
+
+
+def current_stream(index: int) -> Any:
+    """torch's current stream on device ``index`` (what the ops launch on)."""
+    return torch.cuda.current_stream(index)
+
+
+def launch(spec: Any, args: tuple, dims: tuple, device: torch.device) -> None:
+    """Launch ``spec`` with ``args`` (in ``.param`` order) on torch's current stream of
+    ``device``, with ``dims = (grid, block)``.
+
+    The launch runs with ``device`` current (the kernel is launched in the current
+    context), and torch's current device is left as it was.
+
+    Raises:
+        LaunchError: an argument, the geometry or the stream is refused (see
+            ``Executor.launch``).
+        RenderError, CompileError: the first launch of a request cannot build its module.
+    """
+    index = device.index
+    run = _executors.get(index) or executor(index)
+    grid, block = dims
+    stream = current_stream(index)
+    if torch.cuda.current_device() == index:
+        run.launch(spec, *args, grid=grid, block=block, stream=stream)
+    else:
+        with torch.cuda.device(index):
+            run.launch(spec, *args, grid=grid, block=block, stream=stream)
+
+
+@functools.lru_cache(maxsize=None)
+def cluster_sm_count(index: int) -> int:
+    """Device ``index``'s SM count if it has thread block clusters (sm_90 or newer), else 0."""
+    properties = torch.cuda.get_device_properties(index)
+    return properties.multi_processor_count if properties.major >= 9 else 0

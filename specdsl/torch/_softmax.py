@@ -1,0 +1,62 @@
+"""``softmax``: :class:`~specdsl.kernels.Softmax` over the last dimension as a torch op."""
+
+import torch
+
+from . import _runtime, _validate, specs
+
+__all__ = ["softmax"]
+
+_OP_NAME = "specdsl.torch.softmax"
+
+
+def _request(x: torch.Tensor, scale: float, split: int):
+    return _validate.request(_OP_NAME, "x", x, specs.softmax,
+                             x.shape[-1], scale, x.dtype, split)
+
+
+@torch.library.custom_op("specdsl::softmax", mutates_args=())
+def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+    _validate.float_tensor(_OP_NAME, "x", x)
+    _validate.on_cuda(_OP_NAME, "x", x)
+    cols = x.shape[-1]
+    rows = x.numel() // cols if cols else 0
+    split = specs.softmax_split(cols, x.dtype, rows, _runtime.cluster_sm_count(x.device.index))
+    spec = _request(x, scale, split)
+    out = torch.empty_like(x)
+    if rows:
+        _runtime.launch(spec, (x, out, rows), spec.launch_dims(rows), x.device)
+    return out
+
+
+@_softmax.register_fake
+def _softmax_fake(x, scale):
+    _validate.float_tensor(_OP_NAME, "x", x)
+    if _validate.concrete(x.shape[-1], scale):  # trace time: refuse what a call would refuse
+        _request(x, scale, 1)
+    return torch.empty_like(x)
+
+
+_SOFTMAX_OP = torch.ops.specdsl.softmax.default
+
+
+def softmax(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """Softmax of ``x * scale`` over the last dimension (the maximum subtracted first).
+
+    The op ``torch.ops.specdsl.softmax``, launching :class:`~specdsl.kernels.Softmax`
+    (f32 arithmetic, one rounding to the dtype). Few long rows (decode over a large
+    vocabulary) are shared by a thread block cluster of CTAs on sm_90 and newer, as
+    :func:`~specdsl.kernels.softmax.suggested_split` chooses.
+
+    Args:
+        x: ``[..., cols]``, contiguous, on a CUDA device; f32, f16 or bf16. Every
+            leading dimension is a row.
+        scale: multiplies ``x`` first (e.g. ``1 / sqrt(head_dim)``); finite.
+
+    Returns:
+        A new tensor shaped and typed like ``x``; each row sums to 1.
+
+    Raises:
+        LaunchError: a wrong dtype or device, or a non-contiguous tensor.
+        SpecError: a row length the kernel does not take, or a bad ``scale``.
+    """
+    return _SOFTMAX_OP(x, scale)

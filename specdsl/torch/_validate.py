@@ -1,0 +1,106 @@
+"""Checks of the tensors the ops take, shared by the real and the fake implementations.
+
+Each check raises :class:`~specdsl.LaunchError` naming the op, the argument, what it
+got and what it expects, before anything is allocated or launched. The fake (meta)
+implementations run the same checks, so ``torch.compile`` refuses at trace time what
+eager refuses at call time. Only what needs real memory (a CUDA device, overlapping
+storage) is checked by the real implementations alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import torch
+
+from .. import LaunchError, SpecError
+
+__all__ = ["FLOAT_DTYPES", "float_tensor", "same_dtype", "same_device", "on_cuda",
+           "disjoint", "concrete", "request"]
+
+#: The element types of the built-in kernels' activations.
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+R = TypeVar("R")
+
+
+def tensor(op: str, name: str, value: Any) -> None:
+    """``value`` is a tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise LaunchError(f"{op}: {name} must be a torch.Tensor (got {type(value).__name__})")
+
+
+def contiguous(op: str, name: str, t: torch.Tensor, *, in_place: bool = False) -> None:
+    """``t`` is C-contiguous (the kernels index rows as ``row * length``)."""
+    if not t.is_contiguous():
+        how = ("it is updated in place, so pass a contiguous tensor (a copy would not be "
+               "updated)" if in_place else "call .contiguous() first")
+        raise LaunchError(f"{op}: {name} is not contiguous (shape {tuple(t.shape)}, strides "
+                          f"{tuple(t.stride())}); expected a contiguous tensor: {how}")
+
+
+def float_tensor(op: str, name: str, t: Any, *, in_place: bool = False) -> None:
+    """``t`` is a contiguous f32, f16 or bf16 tensor of at least one dimension."""
+    tensor(op, name, t)
+    if t.dtype not in FLOAT_DTYPES:
+        raise LaunchError(f"{op}: {name} has dtype {t.dtype}; expected torch.float32, "
+                          f"torch.float16 or torch.bfloat16")
+    if t.dim() == 0:
+        raise LaunchError(f"{op}: {name} is a 0-d tensor; expected at least one dimension "
+                          f"(the last one is the row)")
+    contiguous(op, name, t, in_place=in_place)
+
+
+def same_dtype(op: str, name: str, t: torch.Tensor, like: str, ref: torch.Tensor) -> None:
+    """``t`` has ``ref``'s dtype (the kernels take one element type for all their arrays)."""
+    if t.dtype != ref.dtype:
+        raise LaunchError(f"{op}: {name} has dtype {t.dtype}; expected {ref.dtype}, the "
+                          f"dtype of {like}")
+
+
+def same_device(op: str, **tensors: torch.Tensor | None) -> None:
+    """Every tensor given (``None`` skipped) is on the first one's device."""
+    named = [(name, t) for name, t in tensors.items() if t is not None]
+    first, device = named[0][0], named[0][1].device
+    for name, t in named[1:]:
+        if t.device != device:
+            raise LaunchError(f"{op}: {name} is on {t.device}; expected {device}, the device "
+                              f"of {first}")
+
+
+def on_cuda(op: str, name: str, t: torch.Tensor) -> None:
+    """``t`` lives on a CUDA device (checked by the real implementations only)."""
+    if t.device.type != "cuda":
+        raise LaunchError(f"{op}: {name} is on {t.device}; expected a CUDA device (the "
+                          f"kernels run on NVIDIA GPUs)")
+
+
+def disjoint(op: str, name: str, t: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
+    """``t`` and ``other`` (both contiguous) share no bytes: a kernel writes one of them
+    while it reads the other through the non-coherent path."""
+    start, other_start = t.data_ptr(), other.data_ptr()
+    end = start + t.numel() * t.element_size()
+    other_end = other_start + other.numel() * other.element_size()
+    if t.numel() and other.numel() and start < other_end and other_start < end:
+        raise LaunchError(f"{op}: {name} and {other_name} overlap in memory; expected "
+                          f"separate tensors ({other_name} is written while {name} is read)")
+
+
+def concrete(*values: Any) -> bool:
+    """Whether every value is a plain number (not a symbolic size of a traced shape)."""
+    return not any(isinstance(v, _SYMBOLIC) for v in values)
+
+
+def request(op: str, name: str, t: torch.Tensor, build: Callable[..., R], *key: Any) -> R:
+    """``build(*key)``, a cached request; a refusal names the op and the shape of the tensor
+    ``name`` it came from (the message is only formatted on a refusal).
+
+    Raises:
+        SpecError: the kernel does not take these shapes or values.
+    """
+    try:
+        return build(*key)
+    except SpecError as exc:
+        raise SpecError(f"{op}: {name} of shape {tuple(t.shape)}: {exc}") from None

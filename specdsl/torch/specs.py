@@ -1,0 +1,106 @@
+"""The requests the torch ops launch, built once per combination of plain values.
+
+Each function here is the one place its op turns shapes and arguments into a request
+(a spec instance): keyed by plain values (ints, floats, strings, torch dtypes) in an
+LRU cache, so a call with a combination seen before builds nothing; it only looks the
+request up. Every field these functions do not name keeps the spec class's default, so
+the ops follow the kernels' own policies (block sizes, row-length limits) as they change.
+
+They are public so that a build machine can pre-fill a disk cache with exactly the
+requests the ops will make (see ``docs/torch.md``)::
+
+    from specdsl import Executor
+    from specdsl.torch import specs
+    Executor(None, target="sm_90", cache_dir=folder).ensure_module(
+        specs.rms_norm(4096, 1e-5, torch.bfloat16))
+
+Raises (every function):
+    SpecError: a dtype other than torch.float32, torch.float16 or torch.bfloat16, or
+        a value the spec class refuses (its message names the field and the value).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .. import DType, SpecError
+from ..kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
+from ..kernels.softmax import suggested_split
+
+__all__ = ["DTYPES", "dtype_of", "rms_norm", "softmax", "softmax_split", "rotary_embedding",
+           "silu_and_mul", "scaled_fp8_quant"]
+
+#: torch dtype -> specdsl DType of the activations the kernels take.
+DTYPES = {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16}
+
+# Distinct requests kept per op: far more than the shapes of one model.
+_KEPT = 1024
+
+
+def dtype_of(dtype: torch.dtype) -> DType:
+    """The specdsl :class:`~specdsl.DType` of a torch dtype.
+
+    Raises:
+        SpecError: not torch.float32, torch.float16 or torch.bfloat16.
+    """
+    found = DTYPES.get(dtype)
+    if found is None:
+        raise SpecError(f"dtype = {dtype} is invalid: expected torch.float32, torch.float16 "
+                        f"or torch.bfloat16")
+    return found
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def rms_norm(hidden: int, eps: float, dtype: torch.dtype,
+             fused_residual: bool = False) -> RMSNorm:
+    """The :class:`~specdsl.kernels.RMSNorm` for rows of ``hidden`` elements of ``dtype``."""
+    return RMSNorm(hidden=hidden, eps=eps, dtype=dtype_of(dtype), fused_residual=fused_residual)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def softmax(cols: int, scale: float, dtype: torch.dtype, split: int = 1) -> Softmax:
+    """The :class:`~specdsl.kernels.Softmax` for rows of ``cols`` elements, ``split`` CTAs a row."""
+    return Softmax(cols=cols, scale=scale, dtype=dtype_of(dtype), split=split)
+
+
+def softmax_split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> int:
+    """CTAs a row for :func:`softmax`, as :func:`~specdsl.kernels.softmax.suggested_split` says.
+
+    A cluster of CTAs shares each row when rows are few and long (decode over a large
+    vocabulary); ``sm_count`` is the device's SM count, or 0 where the device has no
+    thread block clusters (before sm_90), which always gives 1. A row that is not a whole
+    number of 16-byte vectors per CTA is never split. Cached: rows beyond ``sm_count``
+    all give 1, so the key space stays small.
+    """
+    return _split(cols, dtype, min(rows, sm_count + 1), sm_count)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> int:
+    if sm_count < 1 or rows < 1 or cols < 1 or cols % dtype_of(dtype).vector_lanes:
+        return 1
+    return suggested_split(cols, dtype_of(dtype), rows, sm_count)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: int,
+                     rotary_dim: int | None, theta: float, style: str) -> RoPE:
+    """The :class:`~specdsl.kernels.RoPE` rotating ``q_heads`` and ``kv_heads`` heads in place."""
+    return RoPE(dtype=dtype_of(dtype), q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
+                rotary_dim=rotary_dim, theta=theta, style=style)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def silu_and_mul(d: int, dtype: torch.dtype) -> SiluMul:
+    """The :class:`~specdsl.kernels.SiluMul` for rows of ``2 * d`` inputs, ``d`` outputs."""
+    return SiluMul(dtype=dtype_of(dtype), d=d)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool) -> Fp8Quant:
+    """The :class:`~specdsl.kernels.Fp8Quant` for rows of ``hidden``: per-token dynamic scales,
+    or (``static``) one f32 scale read from device memory at launch."""
+    return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden,
+                    scale_mode="static_param" if static else "dynamic")

@@ -1,0 +1,197 @@
+"""Test helper: run a straight-line stretch of rendered PTX in a model of one cluster of CTAs.
+
+Enough of PTX for the reductions of ``templates/reduce.ptx.j2`` and ``softmax.ptx.j2``:
+warp shuffles, f32 add/max/min, u32 compare and address arithmetic, ``.shared`` and
+distributed shared memory loads and stores, CTA and cluster barriers. Any other
+instruction fails the test that runs it (the model must grow with the macros).
+
+Every register holds one float64 per (case, thread): ``case`` runs independent inputs
+side by side. Warps run one at a time, each to its next barrier, in a chosen order, so a
+load that a missing barrier would let run before its store reads an unwritten slot;
+that, and any access outside a ``.shared`` array, is an error.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+import numpy as np
+
+__all__ = ["SimError", "shared_arrays", "segments", "run"]
+
+_SHARED = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?\.b32\s+(\w+)(?:\[(\d+)\])?\s*;")
+_GUARD = re.compile(r"@(!?)(%\w+)\s+")
+_WINDOW = 1 << 20  # a cluster address: (CTA rank + 1) * _WINDOW + offset in its shared memory
+
+
+class SimError(AssertionError):
+    """The PTX did something the reduction must never do (or the model cannot run)."""
+
+
+def shared_arrays(ptx: str) -> dict[str, int]:
+    """``{name: entries}`` of every ``.shared .b32`` array or scalar declared in ``ptx``."""
+    return {name: int(count or 1) for name, count in _SHARED.findall(ptx)}
+
+
+def segments(ptx: str, kind: str = "CTA") -> list[tuple[dict[str, str], list[str]]]:
+    """The stretches of ``ptx`` between ``// {kind} <op>-reduce of ...`` and
+    ``// end of {kind} <op>-reduce``, with the facts the opening comment names."""
+    found, lines = [], ptx.splitlines()
+    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+) over (\d+) (?:warp|CTA)\(s\) "
+                         rf"in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
+    for i, line in enumerate(lines):
+        match = opening.fullmatch(line)
+        if match:
+            end = next(j for j in range(i + 1, len(lines))
+                       if lines[j].strip() == f"// end of {kind} {match[1]}-reduce")
+            facts = dict(op=match[1], acc=match[2], count=match[3], smem=match[4],
+                         **{match[5]: match[6], match[7]: match[8]})
+            found.append((facts, lines[i + 1:end]))
+    return found
+
+
+def _f32(text: str) -> float:
+    return struct.unpack(">f", bytes.fromhex(text[2:]))[0]
+
+
+def _operands(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",")]
+
+
+def run(lines: list[str], *, ctas: int, threads: int, registers: dict[str, np.ndarray],
+        shared: dict[str, int], order: str = "forward") -> dict[str, np.ndarray]:
+    """Run ``lines`` for ``ctas`` CTAs of ``threads`` threads; returns the registers.
+
+    Args:
+        registers: initial values, each shaped ``(cases, ctas * threads)``; thread t of
+            CTA k is column ``k * threads + t``.
+        shared: ``{name: entries}`` (see :func:`shared_arrays`): every CTA has its own
+            copy, unwritten at the start.
+        order: ``"forward"`` or ``"reverse"``: the order warps run between barriers.
+
+    Raises:
+        SimError: an unsupported instruction, an access outside a shared array, or a
+            load of a slot no thread has stored yet.
+    """
+    regs = {name: np.array(value, dtype=np.float64) for name, value in registers.items()}
+    cases = next(iter(regs.values())).shape[0]
+    bases = {name: 16 * i * 1024 for i, name in enumerate(sorted(shared))}
+    memory = {(k, name): np.zeros((cases, size)) for k in range(ctas)
+              for name, size in shared.items()}
+    written = {key: np.zeros(value.shape[1], dtype=bool) for key, value in memory.items()}
+    phases, current = [], []
+    for raw in lines:
+        code = raw.split("//")[0].strip()
+        if code.startswith(("bar.sync", "barrier.cluster.wait")):
+            phases.append(current)
+            current = []
+        elif code and not code.startswith("barrier.cluster.arrive"):
+            current.append(_parse(code.rstrip(";")))
+    phases.append(current)
+    warps = [(k, w) for k in range(ctas) for w in range(threads // 32)]
+    if order == "reverse":
+        warps.reverse()
+    for phase in phases:
+        for cta, warp in warps:
+            columns = slice(cta * threads + 32 * warp, cta * threads + 32 * warp + 32)
+            for code in phase:
+                _step(code, regs, columns, cta, bases, shared, memory, written)
+    return regs
+
+
+def _locate(address: np.ndarray, bases: dict[str, int], sizes: dict[str, int],
+            cta: int) -> tuple[np.ndarray, str, np.ndarray]:
+    """(CTA rank, array name, entry index) of each lane's byte address."""
+    cluster = address >= _WINDOW  # a distributed shared memory address (mapa)
+    rank = np.where(cluster, address // _WINDOW - 1, cta).astype(int)
+    offset = np.where(cluster, address - (rank + 1) * _WINDOW, address)
+    for name, base in bases.items():
+        if base <= offset[0] < base + 16 * 1024:
+            index = (offset - base) / 4
+            if np.any(index != np.floor(index)) or np.any(index < 0) or \
+                    np.any(index >= sizes[name]):
+                raise SimError(f"access outside .shared {name}[{sizes[name]}]: "
+                               f"entries {sorted(set(index.astype(int).tolist()))}")
+            return rank, name, index.astype(int)
+    raise SimError(f"address {offset[0]} is in no .shared array")
+
+
+def _parse(code: str) -> tuple[str, tuple[str, str] | None, str, list[str]]:
+    """(text, (negated "!" or "", guard register) or None, opcode, operands)."""
+    guard = _GUARD.match(code)
+    op, _, rest = code[guard.end() if guard else 0:].partition(" ")
+    return code, (guard[1], guard[2]) if guard else None, op, _operands(rest)
+
+
+def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: int,
+          bases: dict[str, int], sizes: dict[str, int], memory: dict, written: dict) -> None:
+    code, guard, op, args = instruction
+    lanes = columns.stop - columns.start
+    cases, width = next(iter(regs.values())).shape
+    active = np.ones((cases, lanes), dtype=bool)
+    if guard:
+        active = regs[guard[1]][:, columns] != 0
+        if guard[0]:
+            active = ~active
+
+    def value(text: str) -> np.ndarray:
+        if text in regs:
+            return regs[text][:, columns]
+        if text in bases:
+            constant = float(bases[text])
+        elif text.startswith("0f"):
+            constant = _f32(text)
+        else:
+            constant = float(int(text, 0))
+        return np.broadcast_to(constant, (cases, lanes))
+
+    def write(name: str, result: np.ndarray) -> None:
+        if name not in regs:
+            regs[name] = np.full((cases, width), np.nan)
+        target = regs[name]
+        target[:, columns] = np.where(active, result, target[:, columns]) if guard else result
+
+    if op == "shfl.sync.bfly.b32":
+        source = value(args[1])
+        write(args[0], source[:, np.arange(32) ^ int(args[2])])
+    elif op in ("add.f32", "max.f32", "min.f32"):
+        fn = {"add.f32": np.add, "max.f32": np.fmax, "min.f32": np.fmin}[op]
+        write(args[0], fn(value(args[1]), value(args[2])))
+    elif op in ("setp.eq.u32", "setp.lt.u32"):
+        fn = np.equal if op == "setp.eq.u32" else np.less
+        write(args[0], fn(value(args[1]), value(args[2])).astype(np.float64))
+    elif op in ("mov.u32", "mov.b32"):
+        write(args[0], value(args[1]))
+    elif op == "min.u32":
+        write(args[0], np.minimum(value(args[1]), value(args[2])))
+    elif op == "mad.lo.u32":
+        write(args[0], value(args[1]) * value(args[2]) + value(args[3]))
+    elif op == "mapa.shared::cluster.u32":
+        write(args[0], (value(args[2]) + 1) * _WINDOW + value(args[1]))
+    elif op in ("st.shared.b32", "ld.shared.b32", "ld.shared::cluster.b32"):
+        is_store = op.startswith("st")
+        address = value((args[0] if is_store else args[1]).strip("[]"))
+        data = value(args[1]) if is_store else None
+        if np.any(active != active[0]) or np.any(address != address[0]):
+            raise SimError(f"{code}: guards or addresses differ between cases (the model "
+                           f"needs the same control flow and addresses in every case)")
+        on = np.flatnonzero(active[0])
+        result = np.full((cases, lanes), np.nan)
+        if len(on):
+            ranks, name, index = _locate(address[0, on], bases, sizes, cta)
+            for rank in np.unique(ranks):
+                mine = ranks == rank
+                lanes_of, entries = on[mine], index[mine]
+                if is_store:
+                    memory[(rank, name)][:, entries] = data[:, lanes_of]
+                    written[(rank, name)][entries] = True
+                elif not written[(rank, name)][entries].all():
+                    raise SimError(f"{code}: a lane reads {name} of CTA {rank} before any "
+                                   f"thread stored it (a missing barrier?)")
+                else:
+                    result[:, lanes_of] = memory[(rank, name)][:, entries]
+        if not is_store:
+            write(args[0], result)
+    else:
+        raise SimError(f"the model cannot run {code!r}")

@@ -1,0 +1,66 @@
+"""specdsl.torch.specs: the requests the ops launch, built once per combination of values."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from specdsl import DType, SpecError, derived_key  # noqa: E402
+from specdsl.kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax  # noqa: E402
+from specdsl.torch import specs  # noqa: E402
+
+
+def test_same_values_give_the_same_request_object():
+    """A second call with the same plain values builds nothing: it returns the first request."""
+    first = specs.rms_norm(4096, 1e-6, torch.bfloat16)
+    assert specs.rms_norm(4096, 1e-6, torch.bfloat16) is first
+    assert specs.rms_norm(4096, 1e-5, torch.bfloat16) is not first
+
+
+@pytest.mark.parametrize("built,expected", [
+    (lambda: specs.rms_norm(4096, 1e-6, torch.float16, True),
+     RMSNorm(hidden=4096, eps=1e-6, dtype="f16", fused_residual=True)),
+    (lambda: specs.softmax(131072, 0.5, torch.bfloat16, 8),
+     Softmax(cols=131072, scale=0.5, dtype="bf16", split=8)),
+    (lambda: specs.rotary_embedding(torch.float32, 32, 8, 128, None, 500000.0, "neox"),
+     RoPE(dtype="f32", q_heads=32, kv_heads=8, head_dim=128, theta=500000.0)),
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16), SiluMul(d=8192, dtype="bf16")),
+    (lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False), Fp8Quant(hidden=4096)),
+    (lambda: specs.scaled_fp8_quant(4096, torch.float16, True),
+     Fp8Quant(hidden=4096, dtype="f16", scale_mode="static_param")),
+], ids=["rms_norm", "softmax", "rope", "silu_and_mul", "fp8_dynamic", "fp8_static"])
+def test_requests_keep_the_kernels_defaults(built, expected):
+    """Fields the op does not choose keep the spec class's defaults: equal requests, equal keys."""
+    request = built()
+    assert request == expected and derived_key(request) == derived_key(expected)
+
+
+@pytest.mark.parametrize("dtype,expected", [(torch.float32, DType.F32),
+                                            (torch.float16, DType.F16),
+                                            (torch.bfloat16, DType.BF16)])
+def test_dtype_of(dtype, expected):
+    """torch's three float dtypes map to specdsl's."""
+    assert specs.dtype_of(dtype) is expected
+
+
+def test_dtype_of_refuses_other_dtypes():
+    """Any other torch dtype is a SpecError naming it and the three taken."""
+    with pytest.raises(SpecError, match=r"dtype = torch\.float64 is invalid: expected "
+                                        r"torch\.float32, torch\.float16 or torch\.bfloat16"):
+        specs.rms_norm(4096, 1e-6, torch.float64)
+
+
+@pytest.mark.parametrize("cols,rows,sm_count,split", [
+    (131072, 1, 132, 8),     # one long row (decode over a vocabulary): a cluster of 8
+    (131072, 16, 132, 8),    # 16 * 8 = 128 CTAs still fit one wave of 132 SMs
+    (131072, 17, 132, 4),    # 17 * 8 would not
+    (131072, 5000, 132, 1),  # many rows: one CTA each
+    (4096, 1, 132, 1),       # short rows are never split
+    (131072, 1, 0, 1),       # a device without clusters (sm_count 0)
+    (50257, 1, 132, 1),      # not whole 16-byte vectors: never split
+])
+def test_softmax_split(cols, rows, sm_count, split):
+    """The split follows the kernel's suggested_split, and is 1 where clusters cannot help."""
+    assert specs.softmax_split(cols, torch.bfloat16, rows, sm_count) == split
+
