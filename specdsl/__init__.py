@@ -10,11 +10,14 @@ hand-written keys are proven at run time by a ledger and before run time by
 # First: under `python -m specdsl` it takes the working folder off sys.path, so that
 # nothing lying there shadows what specdsl imports next.
 from . import working_folder as _working_folder  # noqa: F401
+from .compile import CompileOptions
 from .dtype import DType
 from .errors import (
     CacheDirError,
+    CacheWarning,
     CheckingSwitchError,
     CompileError,
+    ConfigError,
     IncompleteKeyError,
     LaunchError,
     NotASpecError,
@@ -43,9 +46,9 @@ __all__ = [
     "kernel_spec", "baked", "launch", "DType", "Target",
     "render", "derived_key", "hand_key",
     "key_checking", "suspend_key_proof", "KeyLedger",
-    "Executor",
+    "Executor", "CompileOptions",
     "SpecdslError", "SpecError", "SpecArgumentError", "SpecDefinitionError", "NotASpecError",
     "TargetError", "RenderError", "UnsupportedTargetError", "TemplatesMissingError",
     "CompileError", "PTXSignatureError", "LaunchError", "IncompleteKeyError",
-    "CheckingSwitchError", "CacheDirError", "UnreadFieldWarning",
+    "CheckingSwitchError", "CacheDirError", "ConfigError", "UnreadFieldWarning", "CacheWarning",
 ]

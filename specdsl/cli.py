@@ -176,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fail when an entry uses more than N registers per thread")
     p.add_argument("--json", action="store_true",
                    help="print a JSON array, one object per request")
+    # nvJitLink options (specdsl.compile.CompileOptions, as Executor(compile_options=...))
+    p.add_argument("--lineinfo", action="store_true",
+                   help="compile with -lineinfo (line information for profilers)")
+    p.add_argument("--maxrregcount", type=int, default=None, metavar="N",
+                   help="compile with -maxrregcount=N: at most N registers per thread (24-255)")
+    p.add_argument("-g", "--debug", action="store_true",
+                   help="compile with -g (debug information; optimisation off)")
 
     p = command("check-keys", _lazy("cli_keys", "command_check_keys"),
                 "prove hand-written key() methods complete (static and sampled); "
@@ -193,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "run each built-in kernel on the GPU against a float64 NumPy reference")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+
+    p = command("cache", _lazy("cachecli", "command_cache"),
+                "show, prune or clear the disk cache (cubins, PTX, compiled templates)")
+    from .cachecli import add_arguments as cache_arguments
+
+    cache_arguments(p)
     return parser
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from .cli import B_WORDS, FOUND, OK, UsageError
 from .cli_output import print_json, request_fields, table
-from .errors import SpecError
+from .compile import CompileOptions
+from .errors import ConfigError, SpecError
 from .keys import derived_key
 from .render import render
 from .requests import (
@@ -193,6 +194,12 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.max_registers is not None and args.max_registers < 1:
         raise UsageError(args.verb_parser.prog, "--max-registers must be a positive int "
                                                 f"(got {args.max_registers})")
+    try:
+        options = CompileOptions(lineinfo=args.lineinfo, max_registers=args.maxrregcount,
+                                 debug=args.debug)
+    except ConfigError as exc:
+        raise UsageError(args.verb_parser.prog, f"--maxrregcount {args.maxrregcount}: "
+                                                f"{exc}") from None
     target = args.target
     words = list(args.request) or list(builtin_specs())
     requests = collect_requests(words, variants=args.variants, target=target)
@@ -202,7 +209,8 @@ def command_verify(args: argparse.Namespace) -> int:
         if progress:
             print(f"[{index}/{len(requests)}] {_label(request)}", file=sys.stderr, flush=True)
         results.append(verify_request(request, target, no_spills=args.no_spills,
-                                      max_registers=args.max_registers))
+                                      max_registers=args.max_registers,
+                                      compile_options=options))
     failed = [r for r in results if r.violations]
     status = FOUND if failed else OK
     if args.json:

@@ -1,69 +1,54 @@
 """The on-disk cubin cache: a cold process loads yesterday's cubins instead of compiling.
 
 Built on cuda.core's ``FileStreamProgramCache`` (atomic ``os.replace`` writes, safe to
-share between processes). specdsl frames each entry so that it can be validated on
-read: a corrupt, truncated or foreign file is a miss (and is recompiled), never a crash
-and never a wrong kernel.
-
-Entry layout (all integers big-endian)::
-
-    b"SPECDSL-CUBIN/1\\n"   16 bytes, the format
-    disk key              32 bytes, the SHA-256 the entry was stored under
-    SHA-256 of the cubin  32 bytes
-    cubin length           8 bytes
-    cubin                  an ELF image (starts with b"\\x7fELF")
+share between processes). Each entry is framed and read back through
+:mod:`specdsl.cachefiles`: a corrupt, truncated, foreign or planted file is a miss (and
+is recompiled), never a crash and never a wrong kernel.
 
 The disk key (:func:`disk_key`) is one SHA-256 over labelled, length-prefixed fields:
 a schema, the request's *derived* key (always, even when the module key is
 hand-written: a hand-written key names a module only within one process's ledger, so
-it must never pick a cubin from disk), the SHA-256 of the PTX, the target, the
-nvJitLink options and the nvJitLink version.
+it must never pick a cubin from disk), the SHA-256 of the PTX, the target, each
+nvJitLink option (:func:`specdsl.compile.link_options`) and nvJitLink's full version.
 
 Rendered PTX is kept too, so that a warm process skips rendering: an entry framed the
-same way with the magic ``b"SPECDSL-PTX/1\n\0\0"`` and UTF-8 PTX text, stored under
+same way with the tag ``b"SPECDSL-PTX/1\\n\\0\\0"`` and UTF-8 PTX text, stored under
 :func:`ptx_key` (the derived key and :func:`specdsl.render.rendering_digest`, the
 digest of specdsl's own code). Only requests whose PTX those two decide are stored
 (:func:`specdsl.render.renders_from_key`). The cubin's key still hashes the PTX read
 back, so a PTX entry can never pair with a cubin compiled from other text.
 
 Where: the ``cache_dir`` argument, else ``SPECDSL_CACHE_DIR``, else
-``$XDG_CACHE_HOME/specdsl`` (default ``~/.cache/specdsl``), created with mode 0700.
-``SPECDSL_CACHE_DIR=off`` (or ``cache_dir="off"``) turns the disk cache off.
+``$XDG_CACHE_HOME/specdsl`` (default ``~/.cache/specdsl``); ``off`` turns it off. Every
+folder specdsl uses there (the root, ``entries/`` and each of its subfolders, ``tmp/``,
+``jinja/``) must be a private folder of this user (:func:`prepare_folder`). A folder that
+cannot be created or written is a :class:`~specdsl.errors.CacheWarning`, and the
+process carries on without writing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
-import struct
-import warnings
 from pathlib import Path
-from typing import Any
+from typing import Callable, Sequence
 
+from .cachefiles import (MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, read_entry, refusal,
+                         unframe, warn_once)
+from .config import knobs, parse_folder
+from .digest import labelled_sha256
 from .errors import CacheDirError  # defined with every other error; re-exported here
 
 __all__ = ["DiskCache", "disk_key", "ptx_key", "resolve_cache_dir", "prepare_folder",
-           "DISK_SCHEMA", "ENV_VAR", "MAGIC", "PTX_MAGIC"]
+           "open_disk_cache", "warn_refused", "warn_unusable", "Writes", "CacheDirError",
+           "DISK_SCHEMA", "ENV_VAR", "MAGIC", "PTX_MAGIC", "frame", "unframe"]
 
 #: Bump when the disk key's inputs or the entry layout change.
-DISK_SCHEMA = "specdsl-disk-key/1"
+DISK_SCHEMA = "specdsl-disk-key/2"
 #: The environment variable naming the cache folder, or ``off``.
 ENV_VAR = "SPECDSL_CACHE_DIR"
-MAGIC = b"SPECDSL-CUBIN/1\n"
-PTX_MAGIC = b"SPECDSL-PTX/1\n\0\0"
-_HEADER = struct.Struct(">16s32s32sQ")
-_ELF = b"\x7fELF"
-_OFF = ("off", "0", "none", "false", "no")
 
 
-def _field(h: Any, label: str, value: str) -> None:
-    data = value.encode()
-    h.update(f"{label}:{len(data)}:".encode())
-    h.update(data)
-
-
-def disk_key(*, derived_key: str, ptx_sha256: str, target: str, options: str,
+def disk_key(*, derived_key: str, ptx_sha256: str, target: str, options: Sequence[str],
              toolchain: str) -> bytes:
     """The 32-byte SHA-256 a cubin is stored under.
 
@@ -71,17 +56,13 @@ def disk_key(*, derived_key: str, ptx_sha256: str, target: str, options: str,
         derived_key: the request's derived key (never a hand-written one).
         ptx_sha256: hex SHA-256 of the PTX compiled.
         target: the target name, e.g. ``"sm_90"``.
-        options: the nvJitLink options (:func:`specdsl.compile.link_options`).
-        toolchain: the nvJitLink version (:func:`specdsl.compile.toolchain_version`).
+        options: the nvJitLink options, one string each (:func:`specdsl.compile.link_options`).
+        toolchain: nvJitLink's full version (:func:`specdsl.compile.toolchain_version`).
     """
-    h = hashlib.sha256()
-    _field(h, "schema", DISK_SCHEMA)
-    _field(h, "derived", derived_key)
-    _field(h, "ptx", ptx_sha256)
-    _field(h, "target", target)
-    _field(h, "options", options)
-    _field(h, "toolchain", toolchain)
-    return h.digest()
+    return labelled_sha256([
+        ("schema", DISK_SCHEMA), ("derived", derived_key), ("ptx", ptx_sha256),
+        ("target", target), ("options", str(len(options))),
+        *(("option", option) for option in options), ("toolchain", toolchain)])
 
 
 def ptx_key(*, derived_key: str, rendering: str) -> bytes:
@@ -92,70 +73,151 @@ def ptx_key(*, derived_key: str, rendering: str) -> bytes:
             the Jinja version and every baked value).
         rendering: :func:`specdsl.render.rendering_digest`.
     """
-    h = hashlib.sha256()
-    _field(h, "schema", DISK_SCHEMA + "/ptx")
-    _field(h, "derived", derived_key)
-    _field(h, "rendering", rendering)
-    return h.digest()
-
-
-def _default_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "specdsl"
+    return labelled_sha256([("schema", DISK_SCHEMA + "/ptx"), ("derived", derived_key),
+                            ("rendering", rendering)])
 
 
 def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None) -> Path | None:
     """The folder the disk cache uses, or ``None`` when it is turned off.
 
-    ``cache_dir`` wins, then ``SPECDSL_CACHE_DIR``, then the per-user default; the
-    value ``"off"`` (also ``0``, ``none``, ``false``, ``no``) turns the cache off.
-    """
-    chosen: Any = cache_dir if cache_dir is not None else os.environ.get(ENV_VAR)
-    if chosen is None or (isinstance(chosen, str) and chosen.strip() == ""):
-        return _default_dir()
-    if isinstance(chosen, str) and chosen.strip().lower() in _OFF:
-        return None
-    return Path(chosen).expanduser()
-
-
-def prepare_folder(path: Path) -> None:
-    """Create ``path`` (mode 0700) and check with ``lstat`` that it is our own folder.
+    ``cache_dir`` wins, then ``SPECDSL_CACHE_DIR``, then the per-user default; an off word
+    (``off``, ``0``, ``false``, ``no``, ``none``) turns the cache off, and an empty one
+    means the default.
 
     Raises:
-        CacheDirError: it cannot be created, is a link or not a folder, or belongs to
-            another user.
+        ConfigError: ``SPECDSL_CACHE_DIR`` (or ``cache_dir``) is a switch-on word such
+            as ``1`` or ``yes`` where a folder was meant.
+    """
+    if cache_dir is None:
+        return knobs.cache_dir
+    if isinstance(cache_dir, str):
+        return parse_folder("cache_dir", cache_dir) if cache_dir.strip() else knobs.cache_dir
+    return Path(cache_dir).expanduser()
+
+
+def prepare_folder(path: Path, *, create: bool = True) -> None:
+    """Make sure ``path`` is a private folder of this user, creating it (mode 0700) if asked.
+
+    Checked with ``lstat``: a folder, not a link, owned by this user. One that others can
+    write (group- or world-writable) is made private (``chmod 0700``) with a
+    :class:`~specdsl.errors.CacheWarning`, as Jinja does with its own bytecode folder.
+
+    Raises:
+        CacheDirError: refused: a link, not a folder, another user's, or others can write
+            it and it cannot be made private.
+        OSError: it does not exist and cannot be created (``create=False``: it does not
+            exist); a read-only or full disk, a parent that is a file.
+    """
+    if create:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(path)
+    problem = refusal(info, folder=True)
+    if problem is None:
+        return
+    if problem.startswith("can be written by others"):
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise CacheDirError(f"specdsl cache folder {str(path)!r} {problem} and cannot be "
+                                f"made private: {exc}") from None
+        warn_once(path, "made private", f"specdsl: cache folder {str(path)!r} {problem}: "
+                                        f"made private (mode 0700)", stacklevel=4)
+        return
+    hint = f"; set {ENV_VAR} to a folder of your own" if "another user" in problem else ""
+    raise CacheDirError(f"specdsl cache folder {str(path)!r} {problem}{hint}")
+
+
+def warn_refused(path: Path, exc: CacheDirError) -> None:
+    """Warn (once per folder) that a refused cache folder is not used."""
+    warn_once(path, "refused", f"{exc}; carrying on without the cache", stacklevel=5)
+
+
+def warn_unusable(path: Path, exc: OSError) -> None:
+    """Warn (once per folder) that a cache folder that cannot be created is not used."""
+    warn_once(path, "unusable", f"specdsl: cannot use the cache folder {str(path)!r} "
+                                f"({exc}); carrying on without the cache", stacklevel=5)
+
+
+def open_disk_cache(path: Path) -> DiskCache | None:
+    """A :class:`DiskCache` on ``path``, or ``None`` (with a warning) where the folder
+    cannot be created at all.
+
+    Raises:
+        CacheDirError: the folder is refused (see :func:`prepare_folder`).
+        ConfigError: ``SPECDSL_CACHE_MAX_BYTES`` is not a size.
     """
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(path)
+        return DiskCache(path)
+    except CacheDirError:
+        raise
     except OSError as exc:
-        raise CacheDirError(f"cannot create the disk cache folder {str(path)!r}: {exc}") from None
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise CacheDirError(f"disk cache path {str(path)!r} is not a folder (or is a link)")
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise CacheDirError(f"disk cache folder {str(path)!r} belongs to another user "
-                            f"(uid {info.st_uid}); set {ENV_VAR} to a folder of your own")
+        warn_unusable(path, exc)
+        return None
+
+
+class Writes:
+    """Whether a cache still writes: on until a write fails (a read-only or a full disk),
+    then off for the rest of the process, with one :class:`~specdsl.errors.CacheWarning`.
+
+    Args:
+        root: the cache folder (each successful write counts toward its size check).
+        what: the cache and its folder, for the warning.
+        max_bytes: the folder's size cap, or ``None``.
+    """
+
+    def __init__(self, root: Path, what: str, max_bytes: int | None) -> None:
+        self.root, self.what, self.max_bytes = root, what, max_bytes
+        self.on = True
+
+    def write(self, size: int, action: Callable[[], None]) -> None:
+        """Run ``action``, which writes one entry of ``size`` bytes, unless writes are off
+        or the entry is over :data:`~specdsl.cachefiles.MAX_ENTRY_BYTES`."""
+        if not self.on or size > MAX_ENTRY_BYTES:
+            return
+        try:
+            action()
+        except OSError as exc:
+            self.fail(exc)
+            return
+        from . import eviction  # on writes only: a warm process never imports it
+
+        eviction.wrote(self.root, self.max_bytes)
+
+    def fail(self, exc: OSError) -> None:
+        """Turn writes off, warning once."""
+        self.on = False
+        warn_once(self.root, "read-only", f"specdsl: cannot write to the {self.what} ({exc}); "
+                                          f"reading it without writing", stacklevel=6)
 
 
 class DiskCache:
-    """Validated cubins in a folder shared by processes.
+    """Validated cubins and rendered PTX in a folder shared by processes.
 
     Args:
         path: the folder (created with mode 0700 if missing).
 
+    Attributes:
+        path: the folder.
+        rejected: entries refused as corrupt, truncated, foreign or not plain files.
+
     Raises:
-        CacheDirError: the folder cannot be created, is not a folder, is a symbolic link
-            or belongs to another user.
+        CacheDirError: the folder, ``entries/`` or ``tmp/`` is refused (another user's,
+            a link, not a folder).
+        OSError: one of them does not exist and cannot be created.
+        ConfigError: ``SPECDSL_CACHE_MAX_BYTES`` is not a size.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         from cuda.core.utils import FileStreamProgramCache
 
         self.path = Path(path)
-        prepare_folder(self.path)
-        self._store = FileStreamProgramCache(self.path)
+        self._writes = Writes(self.path, f"disk cache {str(self.path)!r}", knobs.cache_max_bytes)
         self.rejected = 0
-        self._warned = False
+        # before cuda.core, which makes entries/ with the default mode (0775 under umask 002)
+        for folder in (self.path, self.path / "entries", self.path / "tmp"):
+            prepare_folder(folder)
+        self._store = FileStreamProgramCache(self.path)
+        self._private: set[Path] = set()  # entries/xx folders checked in this process
 
     def get(self, key: bytes) -> bytes | None:
         """The cubin stored under ``key``, or ``None`` for a missing or invalid entry."""
@@ -174,61 +236,58 @@ class DiskCache:
         """Store rendered ``ptx`` under ``key`` (see :func:`ptx_key`); a failed write only warns."""
         self._write(key, frame(key, ptx.encode(), PTX_MAGIC))
 
-    def _read(self, key: bytes, magic: bytes) -> bytes | None:
+    def entry_path(self, key: bytes) -> Path:
+        """Where the entry for ``key`` lives: cuda.core's layout, asked of the store that
+        writes it (``entries/`` + the SHA-256 of the key)."""
+        return Path(self._store._path_for_key(key))
+
+    def _folder_ok(self, folder: Path, *, create: bool) -> bool:
+        # the entries/xx folder an entry sits in: cuda.core makes it with the default
+        # mode (0775 under umask 002), so specdsl makes it, private, before cuda.core
+        if folder in self._private:
+            return True
         try:
-            data = self._store.get(key)
+            prepare_folder(folder, create=create)
+        except CacheDirError as exc:
+            warn_once(folder, "refused", f"specdsl: {exc}; its entries are not used",
+                      stacklevel=5)
+            return False
         except OSError:
+            if create:  # it cannot be made: the write fails, with its warning
+                raise
+            return False  # missing (or unreadable): a miss
+        self._private.add(folder)
+        return True
+
+    def _read(self, key: bytes, magic: bytes) -> bytes | None:
+        path = self.entry_path(key)
+        if not self._folder_ok(path.parent, create=False):
             return None
-        if data is None:
+        try:
+            data = read_entry(path)
+        except FileNotFoundError:
             return None
-        payload = unframe(key, data, magic)
+        payload = None if data is None else unframe(key, data, magic)
         if payload is None:
             self.rejected += 1
         return payload
 
     def _write(self, key: bytes, entry: bytes) -> None:
-        try:
-            self._store[key] = entry
-        except OSError as exc:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"specdsl: cannot write to the disk cache {str(self.path)!r}: "
-                              f"{exc}", RuntimeWarning, stacklevel=4)
+        def put() -> None:
+            if self._folder_ok(self.entry_path(key).parent, create=True):
+                self._store[key] = entry  # removes its temp file if the write fails
+        self._writes.write(len(entry), put)
 
-    def entry_path(self, key: bytes) -> Path:
-        """Where the entry for ``key`` lives (for tools and tests)."""
-        return self._store._path_for_key(key)
+    @property
+    def writable(self) -> bool:
+        """False once a write failed (read-only or full disk): entries are still read."""
+        return self._writes.on
+
+    @property
+    def max_bytes(self) -> int | None:
+        """The size cap (``SPECDSL_CACHE_MAX_BYTES``), or ``None`` for none."""
+        return self._writes.max_bytes
 
     def close(self) -> None:
         """Release the underlying cache."""
         self._store.close()
-
-
-def frame(key: bytes, payload: bytes, magic: bytes = MAGIC) -> bytes:
-    """An entry: the header (format, key, digest, length) followed by the payload."""
-    return _HEADER.pack(magic, key, hashlib.sha256(payload).digest(), len(payload)) + payload
-
-
-def unframe(key: bytes, data: bytes, magic: bytes = MAGIC) -> bytes | None:
-    """The payload inside an entry, or ``None`` if it is not a valid entry for ``key``.
-
-    Refused: another format (a PTX entry where a cubin is asked for, or the reverse), an
-    entry written for another key, a length or digest mismatch (truncated or corrupt), a
-    cubin that is not an ELF image, and PTX that is not UTF-8.
-    """
-    if len(data) < _HEADER.size:
-        return None
-    stored_magic, stored_key, digest, length = _HEADER.unpack_from(data)
-    payload = data[_HEADER.size:]
-    if stored_magic != magic or stored_key != key or length != len(payload):
-        return None
-    if hashlib.sha256(payload).digest() != digest:
-        return None
-    if magic == MAGIC and payload[:4] != _ELF:
-        return None
-    if magic == PTX_MAGIC:
-        try:
-            payload.decode()
-        except UnicodeDecodeError:
-            return None
-    return payload

@@ -24,6 +24,8 @@ __all__ = [
     "CheckingSwitchError",
     "CacheDirError",
     "UnreadFieldWarning",
+    "ConfigError",
+    "CacheWarning",
 ]
 
 
@@ -151,7 +153,9 @@ class IncompleteKeyError(SpecdslError, RuntimeError):
 
 
 class CheckingSwitchError(SpecdslError, ValueError):
-    """``SPECDSL_CHECK_KEYS`` holds something other than ``0`` or ``1``.
+    """``SPECDSL_CHECK_KEYS`` holds something other than a switch word (``1``/``0``,
+    ``true``/``false``, ``yes``/``no``, ``on``/``off``); the message is the one a
+    :class:`ConfigError` for any other variable would carry.
 
     Also importable from :mod:`specdsl.ledger`, where it was defined before.
     """
@@ -169,4 +173,24 @@ class UnreadFieldWarning(UserWarning):
 
     Every value of such a field renders the same PTX under its own derived key:
     redundant compiles. Make it a ``launch(...)`` field, or read it in the template.
+    """
+
+
+class ConfigError(SpecdslError, ValueError):
+    """A setting holds a value specdsl cannot take: a ``SPECDSL_*`` environment variable
+    (``SPECDSL_PURE_PYTHON=maybe``) or a field of an options object
+    (``CompileOptions(max_registers=8)``).
+
+    The message names the variable or field, the value and what is accepted; see
+    ``docs/environment.md`` for every variable.
+    """
+
+
+class CacheWarning(RuntimeWarning):
+    """A specdsl cache cannot be used as it is, and specdsl carries on without it.
+
+    Raised as a warning, once per folder and problem: a folder others can write (made
+    private), a folder that cannot be created or written (a read-only or full disk), or
+    one that is refused (another user's). The cache is only a speed-up: rendering,
+    compiling and launching work the same without it.
     """

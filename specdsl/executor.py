@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import threading
-import warnings
 from concurrent.futures import Future
 from typing import Any, Callable
 
@@ -25,9 +24,10 @@ import attrs
 from . import ledger as _ledger
 from .arguments import (ArgumentPacker, DeviceLimits, Geometry, check_geometry, stream_device,
                         stream_handle)
-from .compile import compile_ptx, link_options, toolchain_version
-from .diskcache import CacheDirError, DiskCache, disk_key, ptx_key, resolve_cache_dir
-from .errors import LaunchError, TargetError
+from .compile import CompileOptions, compile_ptx, link_options, toolchain_version
+from .diskcache import (CacheDirError, DiskCache, disk_key, open_disk_cache, ptx_key,
+                        resolve_cache_dir, warn_refused)
+from .errors import ConfigError, LaunchError, TargetError
 from .keys import derived_key, hand_key
 from .ptx import EntrySignature, parse_entry
 from .render import render, rendering_digest, renders_from_key
@@ -131,20 +131,36 @@ class Executor(_LaunchBase):
             (``sm_90`` on an H100/H200). Required when ``device`` is ``None``.
         cache_dir: the disk cache folder, ``"off"`` to turn it off, or ``None`` for
             ``SPECDSL_CACHE_DIR`` / the per-user default (see :mod:`specdsl.diskcache`).
+            A folder that cannot be created or written is a ``CacheWarning``: the
+            executor carries on without it, or reads it without writing.
         ledger: the :class:`~specdsl.ledger.KeyLedger` proving hand-written keys; a new
             one by default.
+        compile_options: nvJitLink's line information, register limit and debug setting
+            (:class:`~specdsl.compile.CompileOptions`) for every module this executor
+            compiles; they are part of each disk-cache key. None by default.
 
     Raises:
         TargetError: no target for a compile-only executor, or a target the device
             cannot run (another major compute capability, a newer minor one, or an
             ``a`` target of another device).
         LaunchError: no CUDA driver or no such device.
-        CacheDirError: an explicit ``cache_dir`` that cannot be used.
+        CacheDirError: an explicit ``cache_dir`` that is refused: another user's, a link,
+            not a folder (from ``SPECDSL_CACHE_DIR`` or the default, a warning instead).
+        ConfigError: ``SPECDSL_CACHE_DIR``, ``SPECDSL_CACHE_MAX_BYTES`` or
+            ``SPECDSL_PURE_PYTHON`` holds a value they cannot take, or ``compile_options``
+            is not a ``CompileOptions``.
     """
 
     def __init__(self, device: int | None = 0, target: Target | str | None = None,
                  cache_dir: str | os.PathLike[str] | None = None, *,
-                 ledger: _ledger.KeyLedger | None = None) -> None:
+                 ledger: _ledger.KeyLedger | None = None,
+                 compile_options: CompileOptions | None = None) -> None:
+        if compile_options is None:
+            compile_options = CompileOptions()
+        if not isinstance(compile_options, CompileOptions):
+            raise ConfigError(f"compile_options must be a specdsl.compile.CompileOptions "
+                              f"(got {compile_options!r})")
+        self.compile_options = compile_options
         self.ledger = ledger if ledger is not None else _ledger.KeyLedger()
         # keyed by (hand-written?, module key): a hand-written key that happens to spell
         # a derived key never reaches the module built under that derived key
@@ -189,11 +205,11 @@ class Executor(_LaunchBase):
         if path is None:
             return None
         try:
-            return DiskCache(path)
+            return open_disk_cache(path)
         except CacheDirError as exc:
-            if cache_dir is not None or os.environ.get("SPECDSL_CACHE_DIR"):
+            if cache_dir is not None:  # asked for by name: say so, loudly
                 raise
-            warnings.warn(f"specdsl: disk cache off: {exc}", RuntimeWarning, stacklevel=3)
+            warn_refused(path, exc)
             return None
 
     def _open_device(self, ordinal: Any) -> Any:
@@ -352,12 +368,13 @@ class Executor(_LaunchBase):
         if self._disk is not None:
             key_bytes = disk_key(derived_key=derived,
                                  ptx_sha256=hashlib.sha256(ptx.encode()).hexdigest(),
-                                 target=self.target.sm, options=link_options(self.target),
+                                 target=self.target.sm,
+                                 options=link_options(self.target, self.compile_options),
                                  toolchain=toolchain_version())
             cubin = self._disk.get(key_bytes)
             from_disk = cubin is not None
         if cubin is None:
-            compiled = compile_ptx(ptx, self.target, spec=spec)
+            compiled = compile_ptx(ptx, self.target, spec=spec, options=self.compile_options)
             cubin, log = compiled.cubin, compiled.log
             with self._lock:
                 self._compiles += 1

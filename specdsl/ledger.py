@@ -8,9 +8,10 @@ keys proven to render that same PTX; a hit from any other request is rendered an
 compared, and a mismatch raises :class:`~specdsl.errors.IncompleteKeyError`.
 
 The switch (see :func:`checking_enabled`): on by default when ``__debug__`` is true
-(off under ``python -O``); the environment variable ``SPECDSL_CHECK_KEYS`` (exactly
-``0`` or ``1``) overrides that; the pytest plugin turns it on for test runs;
-:func:`key_checking` and :func:`suspend_key_proof` override it within a context.
+(off under ``python -O``); the environment variable ``SPECDSL_CHECK_KEYS`` (a switch:
+``1``/``0``, ``true``/``false``, ``yes``/``no``, ``on``/``off``) overrides that; the
+pytest plugin turns it on for test runs; :func:`key_checking` and
+:func:`suspend_key_proof` override it within a context.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import contextlib
 import contextvars
 import hashlib
 import math
-import os
 import threading
 from typing import Any, Iterator
 
 import attrs
 
-from .errors import CheckingSwitchError, IncompleteKeyError  # CheckingSwitchError: re-exported
+from .config import Knobs
+from .errors import CheckingSwitchError  # re-exported: it was defined here before
+from .errors import ConfigError, IncompleteKeyError
 from .fields import canonical
 from .keys import derived_key
 from .render import render
@@ -35,11 +37,11 @@ from .target import Target
 __all__ = [
     "KeyLedger", "key_checking", "suspend_key_proof", "checking_enabled", "proof_suspended",
     "set_default_checking", "reread_environment", "parse_switch", "differing_baked_fields",
-    "CheckingSwitchError", "ENV_VAR",
+    "checking_default", "CheckingDefault", "CheckingSwitchError", "ENV_VAR",
 ]
 
-#: The environment variable that overrides the default (``__debug__``): ``0`` or ``1``.
-ENV_VAR = "SPECDSL_CHECK_KEYS"
+#: The environment variable that overrides the default (``__debug__``): a switch.
+ENV_VAR = Knobs.check_keys.name
 
 
 # ---------------------------------------------------------------------------------------
@@ -61,21 +63,17 @@ _suspended: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def parse_switch(value: str | None) -> bool | None:
-    """The meaning of a ``SPECDSL_CHECK_KEYS`` value: ``None`` (unset), ``False`` or ``True``.
+    """The meaning of a ``SPECDSL_CHECK_KEYS`` value: ``None`` (unset or empty: the
+    default), ``False`` or ``True``, by :mod:`specdsl.config`'s rule for switches
+    (``1``/``0``, ``true``/``false``, ``yes``/``no``, ``on``/``off``, in any case).
 
     Raises:
-        CheckingSwitchError: anything but unset, ``"0"`` or ``"1"`` (no other spelling is
-            guessed at: ``"false"``, ``"off"`` and ``""`` are refused too).
+        CheckingSwitchError: any other value; the message names the variable and value.
     """
-    if value is None:
-        return None
-    if value == "0":
-        return False
-    if value == "1":
-        return True
-    raise CheckingSwitchError(
-        f"{ENV_VAR} must be 0 (key checking off) or 1 (on), or unset for the default "
-        f"(on unless python -O) (got {value!r})")
+    try:
+        return Knobs.check_keys.parse(value)
+    except ConfigError as exc:
+        raise CheckingSwitchError(str(exc)) from None
 
 
 class _Defaults:
@@ -87,7 +85,7 @@ class _Defaults:
         self.value: bool | None = None     # the resolved default; None until first asked
 
     def resolve(self) -> bool:
-        self.environment = parse_switch(os.environ.get(ENV_VAR))
+        self.environment = parse_switch(Knobs.check_keys.raw())
         if self.environment is not None:
             value = self.environment
         elif self.explicit is not None:
@@ -111,8 +109,8 @@ def checking_enabled() -> bool:
     then :func:`set_default_checking` (the pytest plugin), then ``__debug__``.
 
     Raises:
-        CheckingSwitchError: on the first call, when ``SPECDSL_CHECK_KEYS`` is not
-            ``0``, ``1`` or unset.
+        CheckingSwitchError: on the first call, when ``SPECDSL_CHECK_KEYS`` is set to
+            something that is not a switch word.
     """
     local = _checking.get()
     if local is not None:
@@ -147,11 +145,39 @@ def set_default_checking(enabled: bool | None) -> bool | None:
     return previous
 
 
+@attrs.frozen
+class CheckingDefault:
+    """The process-wide default of the checking switch, and what decided it.
+
+    Attributes:
+        enabled: whether hand-written keys are proven outside :func:`key_checking` blocks.
+        source: ``"environment"`` (``SPECDSL_CHECK_KEYS``), ``"set_default_checking"``
+            (the pytest plugin, for one) or ``"__debug__"`` (on, off under ``python -O``).
+    """
+
+    enabled: bool
+    source: str
+
+
+def checking_default() -> CheckingDefault:
+    """The process-wide default and its source (the pytest plugin's report header reads it).
+
+    Raises:
+        CheckingSwitchError: ``SPECDSL_CHECK_KEYS`` is malformed.
+    """
+    enabled = _defaults.resolve() if _defaults.value is None else _defaults.value
+    if _defaults.environment is not None:
+        return CheckingDefault(enabled, "environment")
+    if _defaults.explicit is not None:
+        return CheckingDefault(enabled, "set_default_checking")
+    return CheckingDefault(enabled, "__debug__")
+
+
 def reread_environment() -> bool:
     """Read ``SPECDSL_CHECK_KEYS`` again (it is read once, on first use) and return the default.
 
     Raises:
-        CheckingSwitchError: the variable is not ``0``, ``1`` or unset.
+        CheckingSwitchError: the variable is set to something that is not a switch word.
     """
     return _defaults.resolve()
 

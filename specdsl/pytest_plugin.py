@@ -30,6 +30,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     """One header line saying whether hand-written keys are proven in this run."""
     state = "on" if ledger.checking_enabled() else "off"
-    source = (f" ({ledger.ENV_VAR}={'1' if state == 'on' else '0'})"
-              if ledger._defaults.environment is not None else " (specdsl pytest plugin)")
+    default = ledger.checking_default()
+    source = (f" ({ledger.ENV_VAR}={'1' if default.enabled else '0'})"
+              if default.source == "environment" else " (specdsl pytest plugin)")
     return f"specdsl: key checking {state}{source}"

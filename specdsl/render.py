@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import enum
-import functools
-import hashlib
 import re
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from .digest import source_digest
 from .errors import RenderError, UnsupportedTargetError
 from .spec import spec_info
 from .target import Target
@@ -85,9 +83,8 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-@functools.lru_cache(maxsize=1)
 def rendering_digest() -> str:
-    """A SHA-256 of specdsl's own Python sources (hex).
+    """A SHA-256 of specdsl's own Python sources (hex): :func:`specdsl.digest.source_digest`.
 
     A derived key covers the request, its templates, the target and the Jinja version;
     the rest of what decides the rendered text is specdsl's code (filters such as
@@ -95,14 +92,7 @@ def rendering_digest() -> str:
     key, this digest names a rendering exactly, so a rendered PTX may be stored under it
     (the disk cache does, to skip rendering in a warm process). Computed once a process.
     """
-    package = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        name = path.relative_to(package).as_posix().encode()
-        data = path.read_bytes()
-        h.update(b"%d:%s%d:" % (len(name), name, len(data)))
-        h.update(data)
-    return h.hexdigest()
+    return source_digest()
 
 
 def renders_from_key(spec: Any) -> bool:

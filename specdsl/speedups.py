@@ -3,8 +3,9 @@
 Installing specdsl builds ``specdsl._speedups`` from ``specdsl/_speedups.pyx`` with Cython
 where a C compiler is found; the build is optional, and without it specdsl runs its
 plain-Python launch path, which checks and refuses exactly the same arguments (only
-slower: ``docs/performance.md``). ``SPECDSL_PURE_PYTHON=1`` chooses the Python path even
-where the extension is built (for debugging, and for testing both). An
+slower: ``docs/performance.md``). ``SPECDSL_PURE_PYTHON=1`` (a switch: ``1``/``0``,
+``true``/``false``, ``yes``/``no``, ``on``/``off``) chooses the Python path even where the
+extension is built (for debugging, and for testing both). An
 :class:`~specdsl.Executor` reads the choice once, when it is made.
 """
 
@@ -12,14 +13,15 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 import warnings
 from types import ModuleType
 
+from .config import Knobs, knobs
+
 __all__ = ["PURE_PYTHON_ENV", "compiled", "launch_base", "speedups"]
 
-#: ``1``: launch through the plain-Python path even where the compiled one is built.
-PURE_PYTHON_ENV = "SPECDSL_PURE_PYTHON"
+#: On: launch through the plain-Python path even where the compiled one is built.
+PURE_PYTHON_ENV = Knobs.pure_python.name
 
 # specdsl._speedups.INTERFACE this Python code is written against: a stale build (an
 # editable install whose .pyx changed since) is not used.
@@ -52,14 +54,9 @@ def speedups() -> ModuleType | None:
     """The compiled launch path, or ``None`` where it is not built or is turned off.
 
     Raises:
-        ValueError: ``SPECDSL_PURE_PYTHON`` is set to something other than ``0`` or ``1``.
+        ConfigError: ``SPECDSL_PURE_PYTHON`` is set to something that is not a switch word.
     """
-    value = os.environ.get(PURE_PYTHON_ENV, "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{PURE_PYTHON_ENV} must be 0 or 1 (got {value!r})")
-    if value == "1":
-        return None
-    return _built()
+    return None if knobs.pure_python else _built()
 
 
 def compiled() -> bool:

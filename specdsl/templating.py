@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ import attrs
 import jinja2
 from jinja2 import meta
 
-from . import immediates
+from . import immediates, templatecache
 from .errors import RenderError, TemplatesMissingError, UnsupportedTargetError
 from .fields import is_ptx_text
 
@@ -115,74 +113,6 @@ class _PinnedLoader(jinja2.FileSystemLoader):
 
 
 @functools.cache
-def _cache_folder() -> Path | None:
-    """``<specdsl cache folder>/jinja/<key schema>``, created (mode 0700), or ``None`` when
-    off or unusable."""
-    from .diskcache import CacheDirError, prepare_folder, resolve_cache_dir
-
-    from .keys import KEY_SCHEMA
-
-    root = resolve_cache_dir(None)
-    if root is None:
-        return None
-    # Compiled templates depend on the Environment's options, which Jinja's bytecode cache
-    # does not key on: a folder per rendering-rules version (bumped with KEY_SCHEMA).
-    folder = root / "jinja" / KEY_SCHEMA.replace("/", "-")
-    try:
-        prepare_folder(root)
-        prepare_folder(folder.parent)
-        prepare_folder(folder)
-    except CacheDirError:
-        return None  # a speed-up only: work without it
-    return folder
-
-
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    """Jinja's compiled templates, kept in the cache folder across processes.
-
-    Compiling the built-in templates takes tens of milliseconds each; loading their
-    bytecode takes well under one. Jinja checks each entry against the template's source
-    checksum and its own bytecode version, so a stale entry is recompiled, never used.
-    Off with the disk cache (``SPECDSL_CACHE_DIR=off``) or where the folder is unusable.
-    """
-    folder = _cache_folder()
-    return None if folder is None else jinja2.FileSystemBytecodeCache(str(folder))
-
-
-# What a template file reads and references depends only on its source and on Jinja's
-# parser: cached by both, it spares every later process the parse at class definition.
-_FACTS_SCHEMA = f"facts-1-jinja{jinja2.__version__}"
-
-
-def _load_facts(digest: str) -> tuple[frozenset[str], tuple[str | None, ...]] | None:
-    folder = _cache_folder()
-    if folder is None:
-        return None
-    try:
-        data = json.loads((folder / f"{_FACTS_SCHEMA}-{digest}.json").read_text())
-        names, refs = data["names"], data["references"]
-        if all(isinstance(n, str) for n in names) and all(
-                r is None or isinstance(r, str) for r in refs):
-            return frozenset(names), tuple(refs)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # missing, truncated or foreign: parse again
-    return None
-
-
-def _store_facts(digest: str, names: frozenset[str], refs: tuple[str | None, ...]) -> None:
-    folder = _cache_folder()
-    if folder is None:
-        return
-    final = folder / f"{_FACTS_SCHEMA}-{digest}.json"
-    try:
-        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as out:
-            json.dump({"names": sorted(names), "references": list(refs)}, out)
-        os.replace(out.name, final)  # readers see the whole file or none
-    except OSError:
-        pass
-
-
-@functools.cache
 def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
     """The shared Environment for ``search_path`` folders searched before the built-in ones.
 
@@ -205,7 +135,7 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
         auto_reload=False,
         cache_size=-1,
         finalize=_finalize,
-        bytecode_cache=_bytecode_cache(),
+        bytecode_cache=templatecache.bytecode_cache(),  # verified, or None when off
     )
     env.filters.update(
         f32=immediates.f32, f64=immediates.f64, f16=immediates.f16, bf16=immediates.bf16,
@@ -241,13 +171,13 @@ def _file_facts(env: jinja2.Environment, name: str
     # are pinned per environment, so this is computed once however many specs share them.
     source, _, _ = env.loader.get_source(env, name)
     digest = hashlib.sha256(source.encode()).hexdigest()
-    cached = _load_facts(digest)
+    cached = templatecache.load_facts(digest)
     if cached is not None:
         return (digest, *cached)
     tree = env.parse(source, name)
     names = frozenset(meta.find_undeclared_variables(tree))
     refs = tuple(meta.find_referenced_templates(tree))
-    _store_facts(digest, names, refs)
+    templatecache.store_facts(digest, names, refs)
     return digest, names, refs
 
 

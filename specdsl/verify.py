@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from .compile import compile_ptx
+from .compile import CompileOptions, compile_ptx
 from .errors import CompileError, RenderError, SpecError, UnsupportedTargetError
 from .keys import derived_key
 from .render import render
@@ -48,7 +48,8 @@ class Verified:
 
 
 def verify_request(request: Any, target: Target | str, *, no_spills: bool = False,
-                   max_registers: int | None = None) -> Verified:
+                   max_registers: int | None = None,
+                   compile_options: CompileOptions | None = None) -> Verified:
     """Render and compile ``request`` for ``target`` with nvJitLink; check the limits.
 
     A render or compile failure is returned (``error`` and one violation), not
@@ -60,6 +61,8 @@ def verify_request(request: Any, target: Target | str, *, no_spills: bool = Fals
         no_spills: a spill store or load (or, where the log has no spill figures, any
             stack frame) is a violation.
         max_registers: more registers per thread than this in an entry is a violation.
+        compile_options: nvJitLink's ``-lineinfo``, ``-maxrregcount`` and ``-g``
+            (:class:`~specdsl.compile.CompileOptions`); none by default.
 
     Raises:
         SpecError: ``max_registers`` is not a positive int.
@@ -71,7 +74,8 @@ def verify_request(request: Any, target: Target | str, *, no_spills: bool = Fals
     target = Target.parse(target)
     key = derived_key(request, target)
     try:
-        compiled = compile_ptx(render(request, target), target, spec=request)
+        compiled = compile_ptx(render(request, target), target, spec=request,
+                               options=compile_options)
     except UnsupportedTargetError as exc:
         return Verified(request, target, key, (), 0.0, (), skipped=exc.reason)
     except (RenderError, CompileError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -10,13 +11,19 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specdsl import Executor
-from specdsl.compile import compile_ptx
-from specdsl.diskcache import MAGIC, PTX_MAGIC, disk_key, frame, ptx_key, resolve_cache_dir, unframe
+from specdsl.compile import CompileOptions, compile_ptx
+from specdsl.diskcache import (MAGIC, PTX_MAGIC, CacheDirError, disk_key, frame, ptx_key,
+                               resolve_cache_dir, unframe)
+from specdsl.cachefiles import MAX_ENTRY_BYTES
+from specdsl.errors import CacheWarning
 from specdsl.kernels import VectorAdd
 from specdsl.render import render
 
+from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
 from handkeyed import HandKeyedAdd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,13 +110,17 @@ def test_hand_key_never_fetches_another_requests_cubin(tmp_path):
 
 
 def test_disk_key_covers_every_input():
-    """Changing any one input of disk_key changes the key."""
+    """Changing any one input of disk_key (an option added, dropped or split) changes the key."""
     base = dict(derived_key="vector_add-1", ptx_sha256="ab", target="sm_90",
-                options="nvJitLink -arch=sm_90", toolchain="13.0")
+                options=("-arch=sm_90", "-verbose"), toolchain="13.5.37 cuda_13.5")
     keys = {disk_key(**base)}
     for field in base:
-        keys.add(disk_key(**{**base, field: base[field] + "x"}))
-    assert len(keys) == len(base) + 1
+        if field != "options":
+            keys.add(disk_key(**{**base, field: base[field] + "x"}))
+    for options in [("-arch=sm_90",), ("-arch=sm_90", "-verbose", "-g"),
+                    ("-arch=sm_90 -verbose",), ("-verbose", "-arch=sm_90")]:
+        keys.add(disk_key(**{**base, "options": options}))
+    assert len(keys) == len(base) - 1 + 4 + 1
 
 
 def test_off_disables(monkeypatch):
@@ -137,11 +148,9 @@ def test_default_folder_is_private(monkeypatch, tmp_path):
 
 def test_symlinked_folder_refused(tmp_path):
     """A cache folder that is a symbolic link is refused when named explicitly."""
-    from specdsl.diskcache import CacheDirError
-
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    with pytest.raises(CacheDirError, match="is a link|not a folder"):
+    with pytest.raises(CacheDirError, match="is a symbolic link"):
         _executor(tmp_path / "link")
 
 
@@ -244,3 +253,269 @@ def test_unframe_keeps_cubin_and_ptx_entries_apart():
     cubin = frame(key, b"\x7fELF" + bytes(8))
     assert unframe(key, cubin, PTX_MAGIC) is None
     assert unframe(key, frame(key, b"\xff\xfe", PTX_MAGIC), PTX_MAGIC) is None  # not UTF-8
+
+
+# -- damaged entries: every part of the frame, truncations, random flips ---------------------
+
+@pytest.mark.parametrize("how", DAMAGE)
+@pytest.mark.parametrize("magic", [MAGIC, PTX_MAGIC], ids=["cubin", "ptx"])
+def test_damaged_entry_is_a_miss_with_the_right_kernel(tmp_path, magic, how):
+    """A cubin or PTX entry damaged in its tag, key, digest, length or payload, or cut short
+    at any length, is a miss: the module built is the one a cold compile gives."""
+    spec = VectorAdd(dtype="f16")
+    _executor(tmp_path).ensure_module(spec)
+    damage(_entry(_executor(tmp_path), spec, magic), how)
+    reader = _executor(tmp_path)
+    module = reader.ensure_module(spec)
+    cold = Executor(None, target="sm_90", cache_dir="off").ensure_module(spec)
+    assert module.cubin == cold.cubin and module.signature == cold.signature
+    assert reader.stats.disk_rejected == 1
+    if magic == PTX_MAGIC:
+        assert reader.stats.ptx_disk_hits == 0
+    else:
+        assert not module.from_disk
+
+
+@settings(max_examples=20, deadline=None)
+@given(flips=st.sets(st.integers(0, 8 * 1024 - 1), min_size=1, max_size=6))
+def test_random_bit_flips_in_a_cubin_entry_are_misses(tmp_path_factory, flips):
+    """Random bit flips in a stored cubin entry never reach a module: it is recompiled."""
+    folder = tmp_path_factory.mktemp("flips")
+    spec = VectorAdd(dtype="bf16")
+    good = _executor(folder).ensure_module(spec)
+    path = _entry(_executor(folder), spec)
+    data = bytearray(path.read_bytes())
+    for bit in flips:
+        data[(bit // 8) % len(data)] ^= 1 << (bit % 8)
+    path.write_bytes(bytes(data))
+    module = _executor(folder).ensure_module(spec)
+    assert module.cubin == good.cubin and not module.from_disk
+
+
+def test_entry_replaced_by_another_kernels_is_refused(tmp_path):
+    """Another kernel's correctly framed entry copied over this key's file is refused: the
+    key inside the frame does not match, and the right kernel is compiled."""
+    writer = _executor(tmp_path)
+    f32 = writer.ensure_module(VectorAdd(dtype="f32"))
+    f16 = writer.ensure_module(VectorAdd(dtype="f16"))
+    files = _entries(writer, MAGIC)
+    (f32_path,) = [p for p in files if p.read_bytes().endswith(f32.cubin)]
+    (f16_path,) = [p for p in files if p.read_bytes().endswith(f16.cubin)]
+    f32_path.write_bytes(f16_path.read_bytes())  # f16's entry, key and all, at f32's path
+    reader = _executor(tmp_path)
+    module = reader.ensure_module(VectorAdd(dtype="f32"))
+    assert module.cubin == f32.cubin and not module.from_disk
+    assert reader.stats.disk_rejected == 1
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link to /dev/zero", "folder", "big file"])
+def test_special_file_at_an_entry_path_is_a_miss(tmp_path, plant):
+    """A FIFO, a link to /dev/zero, a folder or a file over MAX_ENTRY_BYTES at an entry's
+    path is refused at once (nothing hangs or fills memory), and the kernel is compiled."""
+    spec = VectorAdd(dtype="f16")
+    _executor(tmp_path).ensure_module(spec)
+    path = _entry(_executor(tmp_path), spec)
+    path.unlink()
+    if plant == "fifo":
+        os.mkfifo(path, 0o600)
+    elif plant == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif plant == "folder":
+        path.mkdir()
+    else:  # sparse: no disk space used
+        path.touch(mode=0o600)
+        os.truncate(path, MAX_ENTRY_BYTES + 1)
+    reader = _executor(tmp_path)
+    # a folder cannot be replaced by the new entry: the write fails, with a warning
+    with pytest.warns(CacheWarning) if plant == "folder" else contextlib.nullcontext():
+        module = reader.ensure_module(spec)
+    assert not module.from_disk and module.cubin[:4] == b"\x7fELF"
+    assert reader.stats.disk_rejected == 1
+
+
+# -- folders others can write, or another user owns -------------------------------------------
+
+
+def _warm(folder: Path) -> Executor:
+    executor = _executor(folder)
+    executor.ensure_module(VectorAdd())
+    return executor
+
+
+def _entry_folder(folder: Path) -> Path:
+    return _entry(_executor(folder), VectorAdd()).parent
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o707, 0o1777])
+@pytest.mark.parametrize("level", ["root", "entries", "tmp", "entries/xx"])
+def test_folder_others_can_write_is_made_private(tmp_path, level, mode):
+    """The cache folder, entries/, tmp/ and each entries/xx folder cuda.core makes: when
+    group- or world-writable, each is made 0700 with a CacheWarning and then used."""
+    folder = tmp_path / "cache"
+    _warm(folder)
+    target = {"root": folder, "entries": folder / "entries", "tmp": folder / "tmp",
+              "entries/xx": _entry_folder(folder)}[level]
+    target.chmod(mode)
+    with pytest.warns(CacheWarning, match=r"can be written by others .*made private"):
+        module = _executor(folder).ensure_module(VectorAdd())
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o700 and module.from_disk
+
+
+def test_new_entry_folders_are_private(tmp_path):
+    """Every folder specdsl makes (root, entries/, tmp/, entries/xx) has mode 0700, even
+    under a umask that would leave it group-writable."""
+    previous = os.umask(0o002)
+    try:
+        _warm(tmp_path / "cache")
+    finally:
+        os.umask(previous)
+    folders = [Path(top) for top, _, _ in os.walk(tmp_path / "cache")]
+    assert len(folders) >= 4
+    assert {stat.S_IMODE(os.stat(f).st_mode) for f in folders} == {0o700}
+
+
+@pytest.mark.parametrize("level", ["root", "entries", "tmp"])
+def test_folder_of_another_user_is_refused(tmp_path, monkeypatch, level):
+    """A cache folder, entries/ or tmp/ owned by another user is a CacheDirError when the
+    folder is named (cache_dir=...)."""
+    folder = tmp_path / "cache"
+    _warm(folder)
+    owned_by_another(monkeypatch, folder if level == "root" else folder / level)
+    with pytest.raises(CacheDirError, match=r"belongs to another user \(uid \d+\)"):
+        _executor(folder)
+
+
+def test_folder_of_another_user_from_the_environment_is_a_warning(tmp_path, monkeypatch):
+    """The same folder from SPECDSL_CACHE_DIR turns the disk cache off with a warning."""
+    folder = tmp_path / "cache"
+    _warm(folder)
+    monkeypatch.setenv("SPECDSL_CACHE_DIR", str(folder))
+    owned_by_another(monkeypatch, folder)
+    with pytest.warns(CacheWarning, match="belongs to another user"):
+        executor = Executor(None, target="sm_90")
+    assert executor.disk_cache is None
+    assert executor.ensure_module(VectorAdd()).cubin[:4] == b"\x7fELF"
+
+
+def test_entry_folder_of_another_user_is_not_read(tmp_path, monkeypatch):
+    """An entries/xx folder owned by another user: its entry is not read (a miss, with a
+    warning), and nothing is written into it."""
+    folder = tmp_path / "cache"
+    _warm(folder)
+    entry_folder = _entry_folder(folder)
+    before = sorted(p.stat().st_mtime_ns for p in entry_folder.iterdir())
+    owned_by_another(monkeypatch, entry_folder)
+    reader = _executor(folder)
+    with pytest.warns(CacheWarning, match="belongs to another user.*not used"):
+        module = reader.ensure_module(VectorAdd())
+    assert not module.from_disk
+    assert sorted(p.stat().st_mtime_ns for p in entry_folder.iterdir()) == before
+
+
+def test_entry_others_can_write_is_refused(tmp_path):
+    """An entry file others can write is refused (someone else may have written it)."""
+    folder = tmp_path / "cache"
+    _warm(folder)
+    _entry(_executor(folder), VectorAdd()).chmod(0o666)
+    reader = _executor(folder)
+    assert not reader.ensure_module(VectorAdd()).from_disk
+    assert reader.stats.disk_rejected == 1
+
+
+def test_entry_of_another_user_is_refused(tmp_path, monkeypatch):
+    """An entry file owned by another user is refused."""
+    folder = tmp_path / "cache"
+    _warm(folder)
+    owned_by_another(monkeypatch, _entry(_executor(folder), VectorAdd()))
+    reader = _executor(folder)
+    assert not reader.ensure_module(VectorAdd()).from_disk
+    assert reader.stats.disk_rejected == 1
+
+
+# -- unusable folders: a warning, never a crash, no temp files ---------------------------------
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if not p.is_dir())
+
+
+def test_path_that_is_a_file_is_a_warning(tmp_path):
+    """cache_dir naming a file: one CacheWarning, then compiles without the cache."""
+    path = tmp_path / "file"
+    path.write_text("not a folder")
+    with pytest.warns(CacheWarning, match="cannot use the cache folder"):
+        executor = _executor(path)
+    assert executor.disk_cache is None
+    assert executor.ensure_module(VectorAdd()).cubin[:4] == b"\x7fELF"
+    assert path.read_text() == "not a folder"
+
+
+def test_full_disk_warns_once_and_leaves_no_temp_files(tmp_path, monkeypatch):
+    """A full disk: PTX and cubin writes fail part-way; one warning, the modules are built,
+    no temp file or entry is left, and later builds do not try again."""
+    folder = tmp_path / "cache"
+    full_disk(monkeypatch, folder)
+    executor = _executor(folder)
+    with pytest.warns(CacheWarning, match="No space left on device") as seen:
+        first = executor.ensure_module(VectorAdd(dtype="f16"))
+        executor.ensure_module(VectorAdd(dtype="bf16"))
+    assert len(seen) == 1 and first.cubin[:4] == b"\x7fELF"
+    assert _files(folder) == [] and not executor.disk_cache.writable
+
+
+def test_read_only_folder_reads_without_writing():
+    """A warm cache made read-only (mode 0500): entries are read (no compile), a new
+    request compiles with one warning, and nothing is written."""
+    with binding_modes() as base:
+        folder = base / "cache"
+        _warm(folder)
+        for top, _, _ in os.walk(folder):
+            os.chmod(top, 0o500)
+        before = _files(folder)
+        reader = _executor(folder)
+        assert reader.ensure_module(VectorAdd()).from_disk
+        with pytest.warns(CacheWarning, match="reading it without writing"):
+            module = reader.ensure_module(VectorAdd(dtype="f16"))
+        assert module.cubin[:4] == b"\x7fELF" and _files(folder) == before
+
+
+def test_empty_folder_with_mode_500_is_a_warning():
+    """An empty cache folder with mode 0500 (cuda.core cannot make entries/): one warning,
+    and the executor compiles without the cache."""
+    with binding_modes() as base:
+        folder = base / "cache"
+        folder.mkdir(mode=0o500)
+        with pytest.warns(CacheWarning, match="cannot use the cache folder") as seen:
+            executor = _executor(folder)
+            module = executor.ensure_module(VectorAdd())
+        assert len(seen) == 1 and executor.disk_cache is None
+        assert module.cubin[:4] == b"\x7fELF" and _files(folder) == []
+
+
+# -- the key: compile options and the toolchain -----------------------------------------------
+
+
+def test_each_compile_option_has_its_own_entries(tmp_path):
+    """Executors with other compile options compile their own cubin; equal options hit."""
+    options = [CompileOptions(), CompileOptions(lineinfo=True), CompileOptions(debug=True),
+               CompileOptions(max_registers=64)]
+    cubins = []
+    for option in options:
+        executor = Executor(None, target="sm_90", cache_dir=tmp_path, compile_options=option)
+        module = executor.ensure_module(VectorAdd())
+        assert not module.from_disk and executor.stats.compiles == 1
+        cubins.append(module.cubin)
+    again = Executor(None, target="sm_90", cache_dir=tmp_path,
+                     compile_options=CompileOptions(lineinfo=True))
+    assert again.ensure_module(VectorAdd()).cubin == cubins[1]
+    assert again.stats.disk_hits == 1 and len(set(cubins[:3])) == 3
+
+
+def test_disk_key_holds_the_full_toolchain_version(tmp_path, monkeypatch):
+    """Another nvJitLink patch release reads none of the entries the last one wrote."""
+    import specdsl.executor as executor_module
+
+    _warm(tmp_path)
+    monkeypatch.setattr(executor_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")
+    reader = _executor(tmp_path)
+    assert not reader.ensure_module(VectorAdd()).from_disk

@@ -137,14 +137,14 @@ def _counting_compile(monkeypatch, delay=0.0, fail_first=False):
     calls = []
     lock = threading.Lock()
 
-    def compile_ptx_counted(ptx, target, *, spec=None):
+    def compile_ptx_counted(ptx, target, *, spec=None, options=None):
         with lock:
             calls.append(spec)
             first = len(calls) == 1
         time.sleep(delay)
         if fail_first and first:
             raise CompileError("injected failure", log="injected", spec=spec, ptx=ptx)
-        return compile_ptx(ptx, target, spec=spec)
+        return compile_ptx(ptx, target, spec=spec, options=options)
 
     monkeypatch.setattr(executor_module, "compile_ptx", compile_ptx_counted)
     return calls

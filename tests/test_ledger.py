@@ -308,19 +308,21 @@ def test_memory_bounded_by_distinct_derived_keys(Norm: type) -> None:
 # -- the checking switch ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value, expected", [(None, None), ("0", False), ("1", True)])
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ("", None), ("0", False), ("1", True), ("TRUE", True), ("no", False),
+    (" on ", True), ("Off", False)])
 def test_switch_values(value: str | None, expected: bool | None) -> None:
-    """SPECDSL_CHECK_KEYS accepts exactly 0 and 1; unset means the default."""
+    """SPECDSL_CHECK_KEYS takes specdsl.config's switch words; unset or empty means the default."""
     assert parse_switch(value) is expected
 
 
-@pytest.mark.parametrize("value", ["", "true", "yes", " 1", "01", "2", "off"])
+@pytest.mark.parametrize("value", ["01", "2", "y", "enabled", "1 0"])
 def test_switch_refuses_other_values(value: str) -> None:
-    """Anything else is an error naming the variable and the value."""
+    """Anything else is an error naming the variable, the value and the accepted words."""
     with pytest.raises(CheckingSwitchError) as info:
         parse_switch(value)
-    assert "SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on)" in str(info.value)
-    assert f"(got {value!r})" in str(info.value)
+    assert str(info.value) == (f"SPECDSL_CHECK_KEYS must be 1/0, true/false, yes/no or on/off "
+                               f"(any case), or unset (got {value!r})")
 
 
 @pytest.mark.skipif(
@@ -328,7 +330,7 @@ def test_switch_refuses_other_values(value: str) -> None:
     reason="specdsl is not installed: its pytest11 entry point is not registered")
 def test_plugin_turns_checking_on_in_this_run() -> None:
     """The specdsl pytest plugin has turned checking on for this very test session."""
-    assert ledger_module._defaults.explicit is True
+    assert ledger_module.checking_default().source in ("set_default_checking", "environment")
     assert checking_enabled()
 
 
@@ -403,11 +405,40 @@ def test_default_follows_debug_and_environment(flags, env_value, expected) -> No
 
 
 def test_bad_environment_value_is_a_clear_error() -> None:
-    """SPECDSL_CHECK_KEYS=on fails on first use with the variable and value named."""
-    result = _python([], "on", PRINT_SWITCH)
+    """SPECDSL_CHECK_KEYS=maybe fails on first use with the variable and value named."""
+    result = _python([], "maybe", PRINT_SWITCH)
     assert result.returncode == 1
-    assert ("CheckingSwitchError: SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on), "
-            "or unset for the default (on unless python -O) (got 'on')") in result.stderr
+    assert ("CheckingSwitchError: SPECDSL_CHECK_KEYS must be 1/0, true/false, yes/no or on/off "
+            "(any case), or unset (got 'maybe')") in result.stderr
+
+
+@pytest.mark.parametrize("env_value, enabled, source", [
+    (None, True, "set_default_checking"), ("off", False, "environment"),
+    ("YES", True, "environment")])
+def test_checking_default_names_its_source(monkeypatch: pytest.MonkeyPatch, env_value,
+                                           enabled, source) -> None:
+    """checking_default() tells the default and whether the environment or a caller set it."""
+    if env_value is None:
+        monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
+    else:
+        monkeypatch.setenv("SPECDSL_CHECK_KEYS", env_value)
+    previous = set_default_checking(True)
+    try:
+        assert ledger_module.checking_default() == ledger_module.CheckingDefault(enabled, source)
+    finally:
+        monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
+        set_default_checking(previous)
+
+
+def test_checking_default_without_a_setting_is_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With neither the variable nor set_default_checking, __debug__ decides."""
+    monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
+    previous = set_default_checking(None)
+    try:
+        assert ledger_module.checking_default() == ledger_module.CheckingDefault(
+            __debug__, "__debug__")
+    finally:
+        set_default_checking(previous)
 
 
 def test_mismatch_recorded_while_off_marks_the_key_incomplete() -> None:

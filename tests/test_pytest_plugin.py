@@ -65,11 +65,11 @@ def test_explicit_environment_zero_wins(pytester: pytest.Pytester,
 
 def test_bad_environment_value_stops_the_run(pytester: pytest.Pytester,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """SPECDSL_CHECK_KEYS=yes stops the test run with the variable and value named."""
-    result = _run(pytester, monkeypatch, True, env_value="yes")
+    """SPECDSL_CHECK_KEYS=maybe stops the test run with the variable and value named."""
+    result = _run(pytester, monkeypatch, True, env_value="maybe")
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["*SPECDSL_CHECK_KEYS must be 0 (key checking off) or 1 (on)*"
-                                 "(got 'yes')*"])
+    result.stderr.fnmatch_lines(["*SPECDSL_CHECK_KEYS must be 1/0, true/false, yes/no or on/off*"
+                                 "(got 'maybe')*"])
 
 
 def test_in_process_run_restores_previous_default(pytester: pytest.Pytester,
@@ -80,6 +80,6 @@ def test_in_process_run_restores_previous_default(pytester: pytest.Pytester,
     try:
         pytester.makepyfile(test_inner=INNER_TEST.format(expected=True))
         pytester.runpytest_inprocess().assert_outcomes(passed=1)
-        assert ledger_module._defaults.explicit is None
+        assert ledger_module.checking_default().source == "__debug__"
     finally:
         ledger_module.set_default_checking(previous)

@@ -200,16 +200,22 @@ def test_extension_is_built_where_a_c_compiler_is():
     assert specdsl._speedups.__file__.endswith((".so", ".pyd"))
 
 
-@pytest.mark.parametrize("value", ["", "0", "1"])
-def test_pure_python_switch(monkeypatch, value):
-    """SPECDSL_PURE_PYTHON=1 turns the compiled path off; unset or 0 leave it on where built."""
+@pytest.mark.parametrize("value, pure", [("", False), ("0", False), ("1", True),
+                                         ("yes", True), ("OFF", False)])
+def test_pure_python_switch(monkeypatch, value, pure):
+    """SPECDSL_PURE_PYTHON on turns the compiled path off; unset or off leave it on where built."""
     monkeypatch.setenv(PURE_PYTHON_ENV, value)
-    assert (speedups() is None) == (value == "1" or not _built())
+    assert (speedups() is None) == (pure or not _built())
 
 
 def test_pure_python_switch_refuses_other_values(monkeypatch):
-    monkeypatch.setenv(PURE_PYTHON_ENV, "yes")
-    with pytest.raises(ValueError, match=r"SPECDSL_PURE_PYTHON must be 0 or 1 \(got 'yes'\)"):
+    """A value that is no switch word is a ConfigError naming the variable and value."""
+    from specdsl.errors import ConfigError
+
+    monkeypatch.setenv(PURE_PYTHON_ENV, "maybe")
+    with pytest.raises(ConfigError, match=r"SPECDSL_PURE_PYTHON must be 1/0, true/false, "
+                                          r"yes/no or on/off \(any case\), or unset "
+                                          r"\(got 'maybe'\)"):
         speedups()
 
 

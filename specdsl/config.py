@@ -1,0 +1,195 @@
+"""Every environment variable specdsl reads, declared once, typed, with one parsing rule each.
+
+Code reads ``knobs.cache_dir``, ``knobs.check_keys``, ... and never ``os.environ``: the
+variable's name, its type, its default and what it does live here and nowhere else
+(``docs/environment.md`` is the user's copy of this table, and a test keeps them equal).
+Each read parses the variable anew, so a value set after import is seen; callers that
+sit on a hot path read once and keep the result (the key-checking switch, the launch
+path an executor takes).
+
+The rules, shared by every variable:
+
+- unset and empty (``NAME=``) both mean "not set": the default applies;
+- a **switch** accepts ``1``/``0``, ``true``/``false``, ``yes``/``no``, ``on``/``off``
+  in any case, with surrounding blanks ignored;
+- anything else is a :class:`~specdsl.errors.ConfigError` naming the variable, the
+  value and what it accepts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Callable, Generic, TypeVar, overload
+
+from .errors import ConfigError
+
+__all__ = ["knobs", "Knobs", "Knob", "variables", "parse_switch", "parse_size", "parse_folder",
+           "OFF", "ON", "DEFAULT_CACHE_MAX_BYTES"]
+
+T = TypeVar("T")
+
+#: Spellings of "on" and "off" a switch accepts (compared in lower case).
+ON = ("1", "true", "yes", "on")
+OFF = ("0", "false", "no", "off")
+_SWITCH = "1/0, true/false, yes/no or on/off (any case)"
+
+#: The disk cache's size cap unless ``SPECDSL_CACHE_MAX_BYTES`` says otherwise: 1 GiB.
+DEFAULT_CACHE_MAX_BYTES = 1 << 30
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+)\s*(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE)
+
+
+def parse_switch(name: str, text: str) -> bool:
+    """``True`` or ``False`` for a switch's text (see the module docstring).
+
+    Raises:
+        ConfigError: any other text; the message names ``name`` and ``text``.
+    """
+    word = text.strip().lower()
+    if word in ON:
+        return True
+    if word in OFF:
+        return False
+    raise ConfigError(f"{name} must be {_SWITCH}, or unset (got {text!r})")
+
+
+def parse_size(name: str, text: str) -> int | None:
+    """A size in bytes: digits, optionally followed by ``K``, ``M``, ``G`` or ``T`` (powers
+    of 1024; ``KiB``, ``MB``... are read the same); an off word (``0``, ``off``...) or
+    ``none`` means "no limit" (``None``).
+
+    Raises:
+        ConfigError: anything else, or a size that is not whole bytes.
+    """
+    word = text.strip().lower()
+    if word in OFF or word == "none":
+        return None
+    match = _SIZE.fullmatch(word)
+    if match is None:
+        raise ConfigError(f"{name} must be a size in bytes such as 1073741824, 512M or 4G, "
+                          f"or off/0/none for no limit (got {text!r})")
+    return int(match[1]) * _UNITS[(match[2] or "").lower()]
+
+
+def parse_folder(name: str, text: str) -> Path | None:
+    """A folder (``~`` expanded), or ``None`` for an off word (``off``, ``0``, ``false``,
+    ``no``, ``none``).
+
+    Raises:
+        ConfigError: a switch-on word (``1``, ``true``, ``yes``, ``on``): a switch typed
+            where a folder was meant.
+    """
+    word = text.strip().lower()
+    if word in OFF or word == "none":
+        return None
+    if word in ON:  # "1" or "yes" is a switch typed where a folder was meant
+        raise ConfigError(f"{name} must name a folder, or be off/0/false/no/none to turn the "
+                          f"disk cache off, or unset for the default folder (got {text!r})")
+    return Path(text.strip()).expanduser()
+
+
+def _default_cache_dir() -> Path:
+    base = knobs.xdg_cache_home
+    return (base if base is not None else Path("~/.cache").expanduser()) / "specdsl"
+
+
+class Knob(Generic[T]):
+    """One environment variable: its name, type, default, parsing rule and meaning.
+
+    A data descriptor on :class:`Knobs`: ``knobs.name`` reads and parses the variable.
+
+    Attributes:
+        name: the variable, e.g. ``"SPECDSL_CACHE_DIR"``.
+        type: the type as the docs spell it (``"switch"``, ``"size"``, ...).
+        default: what applies when it is unset, as the docs spell it.
+        doc: what it does.
+    """
+
+    def __init__(self, name: str, parse: Callable[[str, str], T], default: Callable[[], T],
+                 *, type: str, default_text: str, doc: str) -> None:
+        self.name = name
+        self.type = type
+        self.default = default_text
+        self.doc = doc
+        self._parse = parse
+        self._default = default
+
+    def parse(self, text: str | None) -> T:
+        """The value ``text`` (the variable's raw value, ``None`` when unset) stands for.
+
+        Raises:
+            ConfigError: ``text`` is not a value of this variable.
+        """
+        if text is None or not text.strip():
+            return self._default()
+        return self._parse(self.name, text)
+
+    def raw(self) -> str | None:
+        """The variable's text as set now, or ``None``."""
+        return os.environ.get(self.name)
+
+    def is_set(self) -> bool:
+        """Whether the variable holds a value (empty counts as unset)."""
+        text = self.raw()
+        return text is not None and bool(text.strip())
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Knob[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+
+    def __get__(self, obj: object, owner: type) -> T | Knob[T]:
+        if obj is None:
+            return self
+        return self.parse(self.raw())
+
+
+class Knobs:
+    """The environment, read through typed attributes (the one instance is :data:`knobs`).
+
+    Reading an attribute parses its variable now and raises
+    :class:`~specdsl.errors.ConfigError` for a value it cannot take.
+    """
+
+    cache_dir: Knob[Path | None] = Knob(
+        "SPECDSL_CACHE_DIR", parse_folder, _default_cache_dir,
+        type="folder, or off", default_text="$XDG_CACHE_HOME/specdsl (~/.cache/specdsl)",
+        doc="The disk cache folder (cubins, rendered PTX, compiled templates, template facts). "
+            "off, 0, false, no or none turns every specdsl cache off; 1, true, yes and on "
+            "are refused (a switch where a folder was meant). An Executor's cache_dir= "
+            "argument wins over it.")
+    cache_max_bytes: Knob[int | None] = Knob(
+        "SPECDSL_CACHE_MAX_BYTES", parse_size, lambda: DEFAULT_CACHE_MAX_BYTES,
+        type="size", default_text="1G (1 GiB)",
+        doc="The disk cache's size cap. Past it, the entries read least recently are removed "
+            "(checked on a process's first write and every 64th after, and by specdsl cache "
+            "prune). Digits with an optional K, M, G or T suffix (powers of 1024); off, 0 or "
+            "none: no cap.")
+    check_keys: Knob[bool | None] = Knob(
+        "SPECDSL_CHECK_KEYS", parse_switch, lambda: None,
+        type="switch", default_text="on, off under python -O",
+        doc="Whether the key ledger proves hand-written module keys at run time. Wins over the "
+            "pytest plugin's default and over __debug__; read once, on first use "
+            "(specdsl.ledger.reread_environment reads it again).")
+    pure_python: Knob[bool] = Knob(
+        "SPECDSL_PURE_PYTHON", parse_switch, lambda: False,
+        type="switch", default_text="off",
+        doc="Launch through the plain-Python path even where the compiled one "
+            "(specdsl._speedups) is built. Read when an Executor is made.")
+    xdg_cache_home: Knob[Path | None] = Knob(
+        "XDG_CACHE_HOME", lambda name, text: Path(text.strip()).expanduser(), lambda: None,
+        type="folder", default_text="~/.cache",
+        doc="The per-user cache root of the XDG Base Directory specification; the default "
+            "disk cache folder is specdsl inside it.")
+
+
+#: The environment, read through typed attributes.
+knobs = Knobs()
+
+
+def variables() -> tuple[Knob[object], ...]:
+    """Every variable specdsl reads, in declaration order."""
+    return tuple(value for value in vars(Knobs).values() if isinstance(value, Knob))

@@ -1,0 +1,127 @@
+"""`specdsl cache info|clear|prune`: the disk cache from the command line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specdsl import Executor
+from specdsl.cachecli import format_size
+from specdsl.cli import main
+from specdsl.kernels import RMSNorm, VectorAdd
+
+from cachefaults import owned_by_another
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def warm(tmp_path):
+    """A cache folder holding two kernels' cubins and PTX."""
+    executor = Executor(None, target="sm_90", cache_dir=tmp_path)
+    executor.ensure_module(VectorAdd())
+    executor.ensure_module(RMSNorm(hidden=4096))
+    return tmp_path
+
+
+def test_info(capsys, warm):
+    """info prints the folder, size, entries by kind, the cap and the toolchain."""
+    code, out, _ = run(capsys, "cache", "info", "--dir", str(warm))
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == f"location   {warm}"
+    assert re.fullmatch(r"size {7}\d+\.\d KiB in 4 entries \(cap 1\.0 GiB\)", lines[1])
+    assert lines[2] == "entries    2 cubin, 2 PTX"
+    assert lines[3] == "temp       0 files (0 B)"
+    assert re.fullmatch(r"toolchain  nvJitLink \d+\.\d+\.\d+ cuda_\S+; cuda\.core \S+; "
+                        r"Jinja \S+; Python \S+", lines[4])
+
+
+def test_info_follows_the_environment(capsys, warm, monkeypatch):
+    """Without --dir, info shows SPECDSL_CACHE_DIR and SPECDSL_CACHE_MAX_BYTES."""
+    monkeypatch.setenv("SPECDSL_CACHE_DIR", str(warm))
+    monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "512M")
+    code, out, _ = run(capsys, "cache", "info")
+    assert code == 0 and out.startswith(f"location   {warm}\n") and "(cap 512.0 MiB)" in out
+
+
+def test_info_of_a_folder_not_made_yet(capsys, tmp_path):
+    """A folder that does not exist is reported as such, and not created."""
+    code, out, _ = run(capsys, "cache", "info", "--dir", str(tmp_path / "none"))
+    assert code == 0 and "(not created yet)" in out and not (tmp_path / "none").exists()
+
+
+def test_clear(capsys, warm):
+    """clear removes every entry; the next executor compiles again."""
+    code, out, _ = run(capsys, "cache", "clear", "--dir", str(warm))
+    assert code == 0 and re.fullmatch(rf"removed 4 entries \(\d+\.\d KiB\) from {warm}; "
+                                      rf"0 entries \(0 B\) left\n", out)
+    executor = Executor(None, target="sm_90", cache_dir=warm)
+    assert not executor.ensure_module(VectorAdd()).from_disk
+
+
+def test_prune_to_max_bytes(capsys, warm):
+    """prune --max-bytes removes entries until the rest fit."""
+    code, out, _ = run(capsys, "cache", "prune", "--max-bytes", "8K", "--dir", str(warm))
+    left = int(re.search(r"; (\d+) entries", out).group(1))
+    assert code == 0 and left < 4 and out.rstrip().endswith("cap 8.0 KiB")
+    assert sum(p.stat().st_size for p in warm.rglob("*") if p.is_file()) <= 8 << 10
+
+
+def test_prune_to_the_environment_cap(capsys, warm, monkeypatch):
+    """prune without --max-bytes uses SPECDSL_CACHE_MAX_BYTES."""
+    monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "1")
+    code, out, _ = run(capsys, "cache", "prune", "--dir", str(warm))
+    assert code == 0 and "; 0 entries (0 B) left, cap 1 B" in out
+
+
+@pytest.mark.parametrize("value", ["lots", "off", "1.5G"])
+def test_bad_max_bytes_is_a_usage_error(capsys, tmp_path, value):
+    """A bad --max-bytes is one usage error line, exit 2."""
+    code, out, err = run(capsys, "cache", "prune", "--max-bytes", value, "--dir", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert err == (f"specdsl cache prune: error: argument --max-bytes: must be a size in bytes "
+                   f"such as 1073741824, 512M or 4G (got {value!r})\n")
+
+
+def test_cache_off_is_one_error_line(capsys, monkeypatch):
+    """With SPECDSL_CACHE_DIR=off and no --dir: one error line, exit 2."""
+    monkeypatch.setenv("SPECDSL_CACHE_DIR", "off")
+    code, out, err = run(capsys, "cache", "info")
+    assert code == 2 and out == ""
+    assert err == ("specdsl cache: error: the disk cache is off (SPECDSL_CACHE_DIR=off); "
+                   "name a folder with --dir\n")
+
+
+def test_bad_environment_is_one_error_line(capsys, monkeypatch, tmp_path):
+    """A malformed SPECDSL_CACHE_MAX_BYTES: one error line naming it, exit 2."""
+    monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "huge")
+    code, _, err = run(capsys, "cache", "prune", "--dir", str(tmp_path))
+    assert code == 2 and err.startswith("specdsl cache: error: SPECDSL_CACHE_MAX_BYTES must be")
+
+
+def test_folder_of_another_user_is_refused(capsys, warm, monkeypatch):
+    """clear refuses a folder another user owns: one error line, nothing removed."""
+    owned_by_another(monkeypatch, warm)
+    code, _, err = run(capsys, "cache", "clear", "--dir", str(warm))
+    assert code == 2 and "belongs to another user" in err
+    assert len([p for p in warm.rglob("*") if p.is_file()]) == 4
+
+
+@pytest.mark.parametrize("size, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"),
+                                        (5 << 20, "5.0 MiB"), (3 << 40, "3072.0 GiB")])
+def test_format_size(size, text):
+    """Sizes print in B, KiB, MiB or GiB."""
+    assert format_size(size) == text
+
+
+def test_prune_without_a_cap(capsys, warm, monkeypatch):
+    """With SPECDSL_CACHE_MAX_BYTES=off and no --max-bytes, prune says so and removes nothing."""
+    monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "off")
+    code, out, err = run(capsys, "cache", "prune", "--dir", str(warm))
+    assert (code, out) == (0, "") and err.startswith("no cap (SPECDSL_CACHE_MAX_BYTES=off)")
+    assert len([p for p in warm.rglob("*") if p.is_file()]) == 4
