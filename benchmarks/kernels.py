@@ -89,9 +89,9 @@ class Launcher:
         if found is None:
             from cuda.core import ObjectCode
 
-            from specdsl.compile import compile_ptx
-            from specdsl.render import render
-            from specdsl.spec import spec_info
+            from specdsl._runtime.compile import compile_ptx
+            from specdsl._render.render import render
+            from specdsl._spec.decorator import spec_info
 
             compiled = compile_ptx(render(spec, "sm_90"), "sm_90", spec=spec)
             module = ObjectCode.from_cubin(compiled.cubin)

@@ -89,8 +89,8 @@ def main() -> int:
 
     from specdsl import DType, Executor
     from specdsl.kernels import VectorAdd
-    from specdsl.ledger import key_checking
-    from specdsl.speedups import PURE_PYTHON_ENV, compiled
+    from specdsl._proof.ledger import key_checking
+    from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled
 
     executor = Executor(0, cache_dir=tempfile.mkdtemp())
     device = executor.device
@@ -143,7 +143,7 @@ def main() -> int:
     def specdsl_bound():
         bound(a, b, out, N)
 
-    # the plain-Python launch path, where the compiled one is built (specdsl.speedups):
+    # the plain-Python launch path, where the compiled one is built (specdsl._runtime.speedups):
     # _launch_python is what Executor.launch is in an install without the extension
     os.environ[PURE_PYTHON_ENV] = "1"
     try:
@@ -312,7 +312,7 @@ def main() -> int:
         f"launches ({args.batches} batches x {args.repeats} rounds)",
         "",
         f"device: {device.name}; launch path: "
-        f"{'compiled (specdsl._speedups)' if compiled() else 'plain Python'}. host us: per launch, median round of per-round medians "
+        f"{'compiled (specdsl._runtime._speedups)' if compiled() else 'plain Python'}. host us: per launch, median round of per-round medians "
         f"(spread = max - min over rounds). sustained us: {args.sustained} launches until a "
         "device sync, per launch (the GPU's rate once the queue fills).",
         "",

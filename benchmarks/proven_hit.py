@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdsl import DType, KeyLedger, baked, kernel_spec, launch, render  # noqa: E402
-from specdsl.ledger import checking_enabled, proof_suspended  # noqa: E402
-from specdsl.target import Target  # noqa: E402
+from specdsl._proof.ledger import checking_enabled, proof_suspended  # noqa: E402
+from specdsl._spec.target import Target  # noqa: E402
 
 
 @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")

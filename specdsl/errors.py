@@ -117,7 +117,7 @@ class CompileError(SpecdslError, RuntimeError):
 
 class PTXSignatureError(SpecdslError, ValueError):
     """A kernel's ``.entry`` or one of its ``.param`` declarations cannot be read from
-    the PTX (:func:`specdsl.ptx.parse_entry`): no such entry, or a declaration that is
+    the PTX (:func:`specdsl._runtime.signature.parse_entry`): no such entry, or a declaration that is
     not PTX. The message quotes the declaration. A ``ValueError``, as it was before it
     had a class."""
 
@@ -157,14 +157,14 @@ class CheckingSwitchError(SpecdslError, ValueError):
     ``true``/``false``, ``yes``/``no``, ``on``/``off``); the message is the one a
     :class:`ConfigError` for any other variable would carry.
 
-    Also importable from :mod:`specdsl.ledger`, where it was defined before.
+    Also importable from :mod:`specdsl._proof.ledger`, where it was defined before.
     """
 
 
 class CacheDirError(SpecdslError, OSError):
     """The disk cache folder cannot be used (not a folder, or unsafe).
 
-    Also importable from :mod:`specdsl.diskcache`, where it was defined before.
+    Also importable from :mod:`specdsl._runtime.diskcache`, where it was defined before.
     """
 
 

@@ -53,10 +53,10 @@ def binding_modes() -> Iterator[Path]:
     """
     # imported before the switch: as nobody, an interpreter under root's home cannot read them
     import cuda.core.utils  # noqa: F401
-    from specdsl.compile import toolchain_version
+    from specdsl._runtime.compile import toolchain_version
 
     toolchain_version()
-    from specdsl import templatecache
+    from specdsl._templating import cache as templatecache
 
     base = Path(tempfile.mkdtemp(prefix="specdsl-modes-"))
     os.chmod(base, 0o755)

@@ -1,7 +1,7 @@
 """Test helpers for differential GPU tests: torch tensors from exact NumPy bit patterns,
 and a comparison against float64 references that checks special values exactly.
 
-Inputs are built on the host with :func:`specdsl.kernels._case.to_bits` (round to the
+Inputs are built on the host with :func:`specdsl.kernels.case.to_bits` (round to the
 dtype once), so the float64 reference sees exactly the rounded inputs the kernel reads.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from specdsl.dtype import DType
-from specdsl.kernels._case import from_bits, to_bits
+from specdsl._spec.dtype import DType
+from specdsl.kernels.case import from_bits, to_bits
 
 __all__ = ["to_device", "poisoned", "to_host", "rounded", "compare", "run_rmsnorm", "run_softmax",
            "run_fp8_quant", "run_silu_mul", "run_rope"]

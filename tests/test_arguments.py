@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from specdsl import LaunchError, render
-from specdsl.arguments import ArgumentPacker, DeviceLimits, check_geometry, stream_handle
+from specdsl._runtime.arguments import ArgumentPacker, DeviceLimits, check_geometry, stream_handle
 from specdsl.kernels import VectorAdd
-from specdsl.ptx import parse_entry
+from specdsl._runtime.signature import parse_entry
 
 
 def _packer(params: str, device_id: int | None = 0) -> ArgumentPacker:
@@ -306,7 +306,7 @@ ALIGNED_SCALAR = """.version 8.0
 def test_align_on_a_value_parameter_places_its_slot():
     """.align 8 on a .u32 parameter moves its slot to offset 8 (as ptxas lays it out);
     .align on a .ptr parameter describes the pointee and leaves the slot alone."""
-    from specdsl.compile import compile_ptx
+    from specdsl._runtime.compile import compile_ptx
 
     compile_ptx(ALIGNED_SCALAR, "sm_90")  # nvJitLink accepts the declaration
     packer = ArgumentPacker(parse_entry(ALIGNED_SCALAR, "k"))
@@ -330,7 +330,7 @@ def test_stream_device_read_from_common_stream_types():
     other objects name none."""
     import types
 
-    from specdsl.arguments import stream_device
+    from specdsl._runtime.arguments import stream_device
 
     assert stream_device(types.SimpleNamespace(device_index=1)) == 1
     assert stream_device(types.SimpleNamespace(device_id=2)) == 2
@@ -419,7 +419,7 @@ def test_core_launcher_reads_buffers_inline(monkeypatch, launch_path):
     import cuda.core
 
     monkeypatch.setattr(cuda.core, "Buffer", _StandInBuffer)
-    monkeypatch.setitem(__import__("specdsl.arguments", fromlist=["_READERS"])._READERS,
+    monkeypatch.setitem(__import__("specdsl._runtime.arguments", fromlist=["_READERS"])._READERS,
                         _StandInBuffer, lambda value, stream: (value.handle, value.device_id, ""))
     packer = _packer(".param .u64 .ptr .global .align 16 p")
     seen = []

@@ -8,11 +8,11 @@ import hashlib
 import pytest
 
 from specdsl import CompileError, RenderError, Target, TargetError, kernels, render
-from specdsl.compile import check_toolchain_target, compile_ptx, toolchain_version
+from specdsl._runtime.compile import check_toolchain_target, compile_ptx, toolchain_version
 from specdsl.errors import UnsupportedTargetError
-from specdsl.variants import spec_variants
+from specdsl._review.variants import spec_variants
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
-from specdsl.target import known_targets
+from specdsl._spec.target import known_targets
 
 REQUESTS = [request for cls in kernels.ALL for request in spec_variants(cls)]
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdsl.cachefiles import (BYTECODE_MAGIC, FACTS_MAGIC, HEADER_SIZE, MAGIC,
+from specdsl._base.cachefiles import (BYTECODE_MAGIC, FACTS_MAGIC, HEADER_SIZE, MAGIC,
                                 MAX_ENTRY_BYTES, PTX_MAGIC, frame, read_entry, unframe,
                                 write_entry)
 

@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdsl import Executor
-from specdsl.compile import CompileOptions, compile_ptx
-from specdsl.diskcache import (MAGIC, PTX_MAGIC, CacheDirError, disk_key, frame, ptx_key,
-                               resolve_cache_dir, unframe)
-from specdsl.cachefiles import MAX_ENTRY_BYTES
-from specdsl.errors import CacheWarning
+from specdsl._runtime.compile import CompileOptions, compile_ptx
+from specdsl._base.cachedir import resolve_cache_dir
+from specdsl._base.cachefiles import MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, unframe
+from specdsl._runtime.diskcache import disk_key, ptx_key
+from specdsl.errors import CacheDirError, CacheWarning
 from specdsl.kernels import VectorAdd
-from specdsl.render import render
+from specdsl._render.render import render
 
 from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
 from handkeyed import HandKeyedAdd
@@ -190,7 +190,7 @@ def test_two_processes_race_on_one_key(tmp_path):
 def test_warm_process_skips_rendering(tmp_path, monkeypatch):
     """A second executor on a warm folder reads the PTX back instead of rendering it,
     and gets the same cubin and signature."""
-    import specdsl.executor as executor_module
+    import specdsl._runtime.executor as executor_module
     from specdsl.kernels import RMSNorm
 
     spec = RMSNorm(hidden=4096)
@@ -513,7 +513,7 @@ def test_each_compile_option_has_its_own_entries(tmp_path):
 
 def test_disk_key_holds_the_full_toolchain_version(tmp_path, monkeypatch):
     """Another nvJitLink patch release reads none of the entries the last one wrote."""
-    import specdsl.executor as executor_module
+    import specdsl._runtime.executor as executor_module
 
     _warm(tmp_path)
     monkeypatch.setattr(executor_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")

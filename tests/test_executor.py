@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-import specdsl.executor as executor_module
+import specdsl._runtime.executor as executor_module
 from specdsl import (
     CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
     key_checking,
 )
-from specdsl.compile import compile_ptx, ptx_excerpt
-from specdsl.variants import representative_request
+from specdsl._runtime.compile import compile_ptx, ptx_excerpt
+from specdsl._review.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 
 from handkeyed import HandKeyedAdd
@@ -30,8 +30,8 @@ def executor(tmp_path):
 def test_compile_only_every_builtin(executor, cls):
     """Every built-in kernel's representative request compiles to an sm_90 ELF cubin whose
     log reports its entry's registers."""
-    from specdsl.resources import parse_resources
-    from specdsl.spec import spec_info
+    from specdsl._runtime.resources import parse_resources
+    from specdsl._spec.decorator import spec_info
 
     request = representative_request(cls)
     module = executor.ensure_module(request)
@@ -273,7 +273,7 @@ def test_bind_needs_a_device(executor):
 def _stub_executor(arm, **attributes):
     """An executor with module loading stubbed: ``arm(module)`` generates ``module.fire``;
     ``attributes`` stand in for what opening a device sets (streams, launch functions)."""
-    from specdsl.arguments import ArgumentPacker, DeviceLimits
+    from specdsl._runtime.arguments import ArgumentPacker, DeviceLimits
 
     ex = Executor(None, target="sm_90", cache_dir="off")
     ex._device, ex.limits = object(), DeviceLimits()
@@ -437,7 +437,7 @@ def test_stream_without_a_handle_refused():
         def __cuda_stream__(self):
             raise RuntimeError("stream is closed")
 
-    from specdsl.arguments import stream_handle
+    from specdsl._runtime.arguments import stream_handle
 
     with pytest.raises(LaunchError, match=r"gave no handle: stream is closed"):
         stream_handle(Closed())
@@ -552,7 +552,7 @@ def test_an_executor_is_freed_without_the_cycle_collector(launch_path):
 def test_the_launch_path_is_chosen_once_per_executor(fake_core_executor, launch_path, monkeypatch):
     """SPECDSL_PURE_PYTHON changed after an executor was made changes nothing for it: later
     modules keep its path, and a bad value is not read again."""
-    from specdsl.speedups import PURE_PYTHON_ENV
+    from specdsl._runtime.speedups import PURE_PYTHON_ENV
 
     ex, calls = fake_core_executor
     args = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)

@@ -13,8 +13,8 @@ import pytest
 
 from specdsl import DType, Executor, IncompleteKeyError, LaunchError
 from specdsl.kernels import VectorAdd
-from specdsl.kernels._case import from_bits, relative_error, to_bits
-from specdsl.ledger import key_checking
+from specdsl.kernels.case import from_bits, relative_error, to_bits
+from specdsl._proof.ledger import key_checking
 
 from handkeyed import HandKeyedAdd
 
@@ -26,11 +26,11 @@ TOLERANCE = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def executor(request, tmp_path_factory):
-    """An executor on each launch path (specdsl.speedups): every test here runs on both."""
-    from specdsl.speedups import PURE_PYTHON_ENV, compiled
+    """An executor on each launch path (specdsl._runtime.speedups): every test here runs on both."""
+    from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled
 
     if request.param == "compiled" and not compiled():
-        pytest.skip("specdsl._speedups is not built")
+        pytest.skip("specdsl._runtime._speedups is not built")
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(PURE_PYTHON_ENV, raising=False)
         if request.param == "python":
@@ -108,7 +108,7 @@ def test_vector_add_cupy(executor):
 
 def test_vector_add_buffers_and_core_stream(executor):
     """cuda.core Buffers on a cuda.core Stream, copied through pinned host buffers."""
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
     from specdsl.kernels.vector_add import example
 
     case = example(VectorAdd(dtype="bf16"), np.random.default_rng(4), n=4099)

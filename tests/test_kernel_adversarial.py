@@ -15,10 +15,10 @@ import pytest
 
 from differential import (compare, rounded, run_fp8_quant, run_rmsnorm, run_rope,
                           run_silu_mul, run_softmax)
-from specdsl.dtype import DType
+from specdsl._spec.dtype import DType
 from specdsl.kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
 from specdsl.kernels import fp8_quant, rmsnorm, rope, silu_mul, softmax
-from specdsl.kernels._case import from_bits, to_bits
+from specdsl.kernels.case import from_bits, to_bits
 from specdsl.kernels.rmsnorm import F32_MAX
 
 #: (largest finite, smallest normal, smallest subnormal) of each input type.

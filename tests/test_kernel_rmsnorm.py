@@ -10,8 +10,8 @@ import pytest
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
 from specdsl import SpecError, render
-from specdsl.cli import main
-from specdsl.dtype import DType
+from specdsl._cli.main import main
+from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
 from specdsl.kernels.rmsnorm import example, reference
 
@@ -115,7 +115,7 @@ def test_reference_values():
 
 def test_example_fused_expects_rounded_sum():
     """The fused example expects residual = x + residual rounded to bf16 and y from that sum."""
-    from specdsl.kernels._case import from_bits, to_bits
+    from specdsl.kernels.case import from_bits, to_bits
 
     case = example(RMSNorm(hidden=16, fused_residual=True), np.random.default_rng(3), rows=2)
     args = dict(case.args)
@@ -146,7 +146,7 @@ GPU_CASES = [
 def test_gpu_matches_reference(dtype, hidden, fused, rows):
     """On the GPU, every output is within the dtype's tolerance of the float64 reference."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(hidden + rows)
     case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=rows)

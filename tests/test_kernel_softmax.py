@@ -11,7 +11,7 @@ import pytest
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
 from specdsl import SpecError, render
-from specdsl.dtype import DType
+from specdsl._spec.dtype import DType
 from specdsl.kernels import Softmax
 from specdsl.kernels.softmax import MAX_COLS, example, reference, suggested_split
 
@@ -168,7 +168,7 @@ SPLIT_CASES = [
 def test_gpu_matches_reference(dtype, cols, scale, rows):
     """On the GPU, y is within the dtype's tolerance of the float64 softmax."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(cols + rows)
     case = example(Softmax(cols=cols, scale=scale, dtype=dtype), rng, rows=rows)
@@ -181,7 +181,7 @@ def test_gpu_matches_reference(dtype, cols, scale, rows):
 def test_gpu_split_rows_match_reference(dtype, cols, scale, rows, split):
     """A row shared by a cluster of `split` CTAs gives the float64 softmax too."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(cols + rows + split)
     case = example(Softmax(cols=cols, scale=scale, dtype=dtype, split=split), rng, rows=rows)
@@ -286,8 +286,8 @@ def test_gpu_long_row_masked_prefix(prefix):
     or padding mask) gives the finite softmax of the rest; from 57352 on, where a thread's
     whole first chunk is masked, it gave NaN everywhere (issue 11)."""
     from specdsl import Executor
-    from specdsl.demo import run_case
-    from specdsl.kernels._case import KernelCase, Output, from_bits, to_bits
+    from specdsl._review.demo import run_case
+    from specdsl.kernels.case import KernelCase, Output, from_bits, to_bits
 
     spec = Softmax(cols=131072, dtype="bf16")
     x = np.random.default_rng(prefix).standard_normal((1, spec.cols))

@@ -7,7 +7,7 @@ import pytest
 
 from specdsl import DType, SpecError, render
 from specdsl.kernels import VectorAdd
-from specdsl.kernels._case import Output, from_bits
+from specdsl.kernels.case import Output, from_bits
 from specdsl.kernels.vector_add import example
 
 from golden import check_golden

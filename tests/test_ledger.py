@@ -10,13 +10,13 @@ from importlib.metadata import entry_points
 
 import pytest
 
-import specdsl.ledger as ledger_module
+import specdsl._proof.ledger as ledger_module
 from specdsl import DType, IncompleteKeyError, KeyLedger, baked, kernel_spec, launch, render
-from specdsl.ledger import (
+from specdsl._proof.ledger import (
     CheckingSwitchError, checking_enabled, key_checking, parse_switch, proof_suspended,
     set_default_checking, suspend_key_proof,
 )
-from specdsl.target import Target
+from specdsl._spec.target import Target
 
 
 @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
@@ -391,7 +391,7 @@ def _python(flags: list[str], env_value: str | None, code: str) -> subprocess.Co
                           capture_output=True, text=True, timeout=60)
 
 
-PRINT_SWITCH = "from specdsl.ledger import checking_enabled; print(checking_enabled())"
+PRINT_SWITCH = "from specdsl._proof.ledger import checking_enabled; print(checking_enabled())"
 
 
 @pytest.mark.parametrize("flags, env_value, expected", [

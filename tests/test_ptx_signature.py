@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from specdsl import PTXSignatureError, render
-from specdsl.compile import compile_ptx
+from specdsl._runtime.compile import compile_ptx
 from specdsl.errors import CompileError
-from specdsl.variants import representative_request
+from specdsl._review.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
-from specdsl.ptx import Param, entry_names, parse_entry
-from specdsl.spec import spec_info
+from specdsl._runtime.signature import Param, entry_names, parse_entry
+from specdsl._spec.decorator import spec_info
 
 
 def _module(params: str, entry: str = "k") -> str:

@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-import specdsl.ledger as ledger_module
+import specdsl._proof.ledger as ledger_module
 
 pytest_plugins = ["pytester"]
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 # The inner test avoids `assert`: PYTHONOPTIMIZE=1 strips it (that is the point).
 INNER_TEST = """
-from specdsl.ledger import checking_enabled
+from specdsl._proof.ledger import checking_enabled
 
 def test_switch():
     print("CHECKING=%s" % checking_enabled())

@@ -12,7 +12,7 @@ import pytest
 from ptxsim import SimError, run, segments, shared_arrays
 from specdsl import DType, SpecError, render
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
-from specdsl.templating import environment
+from specdsl._templating.environment import environment
 
 BLOCKS = range(32, 1025, 32)
 OPS = ("add", "max", "min")
@@ -207,7 +207,7 @@ def _extreme_rows(spec, cols: int, extreme: float, seed: int) -> np.ndarray:
     """Rows of N(0, 1), row r holding `extreme` (sign alternating for fp8) in the slice of
     warp r % warps (of CTA r // warps for a split row), at a lane, vector and element
     that turn with r; one more row without an extreme. Exact in the spec's dtype."""
-    from specdsl.kernels._case import from_bits, to_bits
+    from specdsl.kernels.case import from_bits, to_bits
 
     split = getattr(spec, "split", 1)
     warps, lanes = spec.block // 32, spec.dtype.vector_lanes

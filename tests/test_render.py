@@ -12,7 +12,7 @@ import pytest
 
 from specdsl import RenderError, Target, render
 from specdsl.kernels import VectorAdd
-from specdsl.render import render_context
+from specdsl._render.render import render_context
 
 from ptxcheck import assemble
 from userspecs import Toy
@@ -116,19 +116,19 @@ def test_missing_header_refused(tmp_path):
 
 
 def test_rendering_digest_is_the_source_digest():
-    """rendering_digest() names specdsl's code: it is specdsl.digest.source_digest()."""
+    """rendering_digest() names specdsl's code: it is specdsl._base.digest.source_digest()."""
     import importlib
 
-    from specdsl.digest import source_digest
+    from specdsl._base.digest import source_digest
 
-    render_module = importlib.import_module("specdsl.render")  # the package exports render()
+    render_module = importlib.import_module("specdsl._render.render")  # the package exports render()
     assert render_module.rendering_digest() == source_digest()
 
 
 def test_renders_from_key_only_for_plain_values():
     """Plain data and specdsl enums qualify; a user enum's methods do not."""
     from specdsl.kernels import RMSNorm
-    from specdsl.render import renders_from_key
+    from specdsl._render.render import renders_from_key
     from userspecs import Toy, UserEnumSpec
 
     assert renders_from_key(RMSNorm(hidden=4096)) and renders_from_key(Toy())

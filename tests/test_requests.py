@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from specdsl import SpecError
 from specdsl.kernels import ALL, RMSNorm, RoPE, VectorAdd
-from specdsl.requests import format_request, format_value, parse_assignments, parse_request
+from specdsl._review.requests import format_request, format_value, parse_assignments, parse_request
 
 from strategies import requests
 from userspecs import Toy

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from specdsl.compile import compile_ptx
-from specdsl.resources import Resources, parse_resources
+from specdsl._runtime.compile import compile_ptx
+from specdsl._runtime.resources import Resources, parse_resources
 
 # nvJitLink 13.0's info log for TWO_ENTRIES below (sm_90), verbatim.
 LOG_13_0 = """\
@@ -186,7 +186,7 @@ def test_module_scope_shared_memory_counted(target):
     """Module-scope .shared arrays count (ptxas omits them; nvJitLink's figure, less the
     1 KiB reservation where it includes one) on every target."""
     from specdsl import render
-    from specdsl.compile import compile_ptx
+    from specdsl._runtime.compile import compile_ptx
     from specdsl.kernels import RMSNorm, Softmax
 
     spec = RMSNorm(hidden=4096, eps=1e-6, block=256)

@@ -10,10 +10,10 @@ import attrs
 import pytest
 
 from specdsl import derived_key, render
-from specdsl.cli import main
-from specdsl.compile import compile_ptx
+from specdsl._cli.main import main
+from specdsl._runtime.compile import compile_ptx
 from specdsl.kernels import VectorAdd
-from specdsl.target import Target
+from specdsl._spec.target import Target
 
 USER_MODULE = '''
 """User kernels for the review tests, with their own template folder."""
@@ -238,7 +238,7 @@ def test_verify_no_spills_catches_a_spilling_kernel(capsys, user):
 def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monkeypatch):
     """A log with only nvJitLink's own summary (no ptxas lines) shows '?' for the spill
     columns and fails --no-spills on the stack frame, saying so."""
-    from specdsl import compile as compile_module
+    from specdsl._runtime import compile as compile_module
 
     real = compile_module.compile_ptx
 
@@ -248,7 +248,7 @@ def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monke
                         if not line.startswith("ptxas"))
         return attrs.evolve(compiled, log=log)
 
-    monkeypatch.setattr("specdsl.verify.compile_ptx", summary_only)
+    monkeypatch.setattr("specdsl._review.verify.compile_ptx", summary_only)
     code, out, _ = run(capsys, "verify", "userkernels:Spill", "live=64", "--no-spills")
     stores, loads, stack = _rows(out)["userkernels:Spill live=64"][2:5]
     assert code == 1 and (stores, loads) == ("?", "?") and int(stack) > 200
@@ -327,10 +327,10 @@ def test_verify_json(capsys, user):
 
 def test_verify_without_specs_covers_every_builtin(capsys, monkeypatch, user):
     """verify with no SPEC compiles each built-in's representative request, in order."""
-    import specdsl.cli_review
+    import specdsl._cli.review
 
     builtins = {"vectoradd": VectorAdd, "userkernels:Spill": user.Spill}
-    monkeypatch.setattr(specdsl.cli_review, "builtin_specs", lambda: builtins)
+    monkeypatch.setattr(specdsl._cli.review, "builtin_specs", lambda: builtins)
     code, out, _ = run(capsys, "verify", "--json")
     assert code == 0
     assert [d["request"] for d in json.loads(out)] == ["vectoradd dtype=f32",

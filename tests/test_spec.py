@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from specdsl import DType, SpecDefinitionError, SpecError, baked, kernel_spec, launch
-from specdsl.spec import spec_info
+from specdsl._spec.decorator import spec_info
 
 from userspecs import TEMPLATES, Toy
 

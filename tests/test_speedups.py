@@ -1,4 +1,4 @@
-"""The compiled launch path (specdsl._speedups) against the plain-Python one it twins.
+"""The compiled launch path (specdsl._runtime._speedups) against the plain-Python one it twins.
 
 Both must hand cuda.core the same values and refuse the same arguments with the same
 message; hypothesis draws the arguments, edges included, for every PTX scalar type.
@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdsl import LaunchError
-from specdsl.arguments import ArgumentPacker
-from specdsl.ptx import parse_entry
-from specdsl.speedups import PURE_PYTHON_ENV, compiled, speedups
+from specdsl._runtime.arguments import ArgumentPacker
+from specdsl._runtime.signature import parse_entry
+from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled, speedups
 
-needs_extension = pytest.mark.skipif(not compiled(), reason="specdsl._speedups is not built")
+needs_extension = pytest.mark.skipif(not compiled(), reason="specdsl._runtime._speedups is not built")
 
 # every scalar type cuda.core takes, and pointers of different alignments and widths
 PARAMS = (".param .u64 .ptr .global .align 16 p, .param .u8 a, .param .s16 b, "
@@ -134,7 +134,7 @@ def stand_in_arrays(monkeypatch):
     (inline paths and converters alike)."""
     import cuda.core
 
-    from specdsl import arguments
+    from specdsl._runtime import arguments
 
     monkeypatch.setattr(cuda.core, "Buffer", StandInBuffer)
     monkeypatch.setattr(arguments, "_tensor_type", lambda: StandInTensor)
@@ -191,13 +191,13 @@ def test_compiled_checks_take_valid_values_inline(stand_in_arrays):
 
 
 def test_extension_is_built_where_a_c_compiler_is():
-    """An install with a C compiler (CI's) builds specdsl._speedups: a silent fallback to
+    """An install with a C compiler (CI's) builds specdsl._runtime._speedups: a silent fallback to
     the Python path would leave the compiled one untested."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here: the Python path is expected")
-    import specdsl._speedups
+    import specdsl._runtime._speedups
 
-    assert specdsl._speedups.__file__.endswith((".so", ".pyd"))
+    assert specdsl._runtime._speedups.__file__.endswith((".so", ".pyd"))
 
 
 @pytest.mark.parametrize("value, pure", [("", False), ("0", False), ("1", True),
@@ -222,7 +222,7 @@ def test_pure_python_switch_refuses_other_values(monkeypatch):
 def _built() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("specdsl._speedups") is not None
+    return importlib.util.find_spec("specdsl._runtime._speedups") is not None
 
 
 @needs_extension
@@ -230,7 +230,7 @@ def test_compiled_checks_find_torch_imported_after_the_kernel_loaded(monkeypatch
     """A kernel loaded before torch was imported still reads tensors inline once it is."""
     import types
 
-    from specdsl import arguments
+    from specdsl._runtime import arguments
 
     monkeypatch.setattr(arguments, "_tensor_type", lambda: None)
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # as if not imported yet
@@ -262,11 +262,11 @@ def test_a_stale_build_is_not_used(monkeypatch):
     warning saying how to rebuild it."""
     import types
 
-    from specdsl import speedups as module
+    from specdsl._runtime import speedups as module
 
-    stale = types.ModuleType("specdsl._speedups")
+    stale = types.ModuleType("specdsl._runtime._speedups")
     stale.__file__, stale.INTERFACE = "/somewhere/_speedups.so", 1
-    monkeypatch.setitem(sys.modules, "specdsl._speedups", stale)
+    monkeypatch.setitem(sys.modules, "specdsl._runtime._speedups", stale)
     monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
     module._built.cache_clear()
     try:

@@ -3,7 +3,7 @@
 import pytest
 
 from specdsl import Target, TargetError
-from specdsl.target import known_targets
+from specdsl._spec.target import known_targets
 
 
 @pytest.mark.parametrize("text, arch, suffix, isa", [

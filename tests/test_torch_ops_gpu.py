@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import specdsl.torch as sd  # noqa: E402
 from specdsl import LaunchError  # noqa: E402
 from specdsl.kernels import fp8_quant, rmsnorm, rope, silu_mul, softmax  # noqa: E402
-from specdsl.kernels._case import relative_error  # noqa: E402
+from specdsl.kernels.case import relative_error  # noqa: E402
 from specdsl.kernels.rmsnorm import TOLERANCE as _BY_DTYPE  # noqa: E402
 from specdsl.torch import specs  # noqa: E402
 

@@ -8,13 +8,13 @@ from typing import Literal
 import attrs
 import pytest
 
-import specdsl.variants as variants_module
+import specdsl._review.variants as variants_module
 from specdsl import DType, SpecError, baked, kernel_spec, launch
 from specdsl.errors import SpecDefinitionError
 from specdsl.kernels import RMSNorm, VectorAdd
 from specdsl.kernels.rmsnorm import default_block
-from specdsl.values import field_members
-from specdsl.variants import (
+from specdsl._spec.values import field_members
+from specdsl._review.variants import (
     default_request, pinned_variants, representative_request, spec_variants,
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..dtype import DType
+from .._spec.dtype import DType
 from ..errors import SpecError
 
 __all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors", "threads_for"]

@@ -6,11 +6,11 @@ from typing import Any
 
 import attrs
 
-from .. import immediates
-from ..dtype import DType
-from ..fields import baked
-from ..spec import kernel_spec
-from ._case import KernelCase, Output, from_bits, to_bits
+from .._templating import immediates
+from .._spec.dtype import DType
+from .._spec.fields import baked
+from .._spec.decorator import kernel_spec
+from .case import KernelCase, Output, from_bits, to_bits
 from ._rows import check_whole_vectors, row_block, row_launch_dims
 from ._checks import FLOAT_DTYPES, one_of
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..dtype import DType
+from .._spec.dtype import DType
 from ..errors import SpecError
-from ..fields import baked, launch
-from ..spec import kernel_spec
-from ._case import KernelCase, Output, from_bits, to_bits
+from .._spec.fields import baked, launch
+from .._spec.decorator import kernel_spec
+from .case import KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 
 __all__ = ["RoPE", "reference", "example"]

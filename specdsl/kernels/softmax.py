@@ -7,12 +7,12 @@ from typing import Any
 
 import attrs
 
-from .. import immediates
-from ..dtype import DType
+from .._templating import immediates
+from .._spec.dtype import DType
 from ..errors import RenderError, SpecError
-from ..fields import baked
-from ..spec import kernel_spec
-from ._case import KernelCase, Output, from_bits, relative_error, to_bits
+from .._spec.fields import baked
+from .._spec.decorator import kernel_spec
+from .case import KernelCase, Output, from_bits, relative_error, to_bits
 from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims, threads_for
 from ._checks import FLOAT_DTYPES, one_of
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..dtype import DType
-from ..fields import baked, launch
-from ..spec import kernel_spec
-from ._case import KernelCase, Output, from_bits, to_bits
+from .._spec.dtype import DType
+from .._spec.fields import baked, launch
+from .._spec.decorator import kernel_spec
+from .case import KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
 
 __all__ = ["VectorAdd", "reference", "example"]

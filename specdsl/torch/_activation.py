@@ -2,7 +2,7 @@
 
 import torch
 
-from .. import LaunchError
+from ..errors import LaunchError
 from . import _runtime, _validate, specs
 
 __all__ = ["silu_and_mul"]

@@ -2,7 +2,7 @@
 
 import torch
 
-from .. import LaunchError
+from ..errors import LaunchError
 from . import _runtime, _validate, specs
 
 __all__ = ["rms_norm", "fused_add_rms_norm"]

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from .. import LaunchError
+from ..errors import LaunchError
 from . import _runtime, _validate, specs
 
 __all__ = ["scaled_fp8_quant", "FP8_DTYPE"]

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from .. import LaunchError, SpecError
+from ..errors import LaunchError, SpecError
 from . import _runtime, _validate, specs
 
 __all__ = ["rotary_embedding"]

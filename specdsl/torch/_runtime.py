@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .. import Executor, LaunchError
+from .._runtime.executor import Executor
+from ..errors import LaunchError
 
 __all__ = ["executor", "use_executor", "launch", "current_stream", "cluster_sm_count"]
 

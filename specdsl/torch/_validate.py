@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from .. import LaunchError, SpecError
+from ..errors import LaunchError, SpecError
 
 __all__ = ["FLOAT_DTYPES", "float_tensor", "same_dtype", "same_device", "on_cuda",
            "disjoint", "concrete", "request"]

@@ -25,7 +25,8 @@ import functools
 
 import torch
 
-from .. import DType, SpecError
+from .._spec.dtype import DType
+from ..errors import SpecError
 from ..kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
 from ..kernels.softmax import suggested_split
 
