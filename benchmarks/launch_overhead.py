@@ -89,8 +89,9 @@ def main() -> int:
 
     from specdsl import DType, Executor
     from specdsl.kernels import VectorAdd
-    from specdsl._proof.ledger import key_checking
-    from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled
+    from specdsl import key_checking
+    from specdsl._runtime.launchers import core_launcher, driver_launcher
+    from specdsl.speedups import PURE_PYTHON_ENV, compiled
 
     executor = Executor(0, cache_dir=tempfile.mkdtemp())
     device = executor.device
@@ -234,12 +235,12 @@ def main() -> int:
         pass
 
     streams, geometry = (handle, stream), (*grid, *block, 0, config)
-    checks_only = module.packer.core_launcher(lambda *_: None, kernel)
+    checks_only = core_launcher(module.packer, lambda *_: None, kernel)
 
     def specdsl_checks():
         checks_only((a, b, out, N), streams, geometry)
 
-    driver_fire = module.packer.launcher(cu_launch, function)  # kernels with .b8 parameters
+    driver_fire = driver_launcher(module.packer, cu_launch, function)  # kernels with .b8 params
 
     def specdsl_driver_path():
         driver_fire((a, b, out, N), streams, geometry)

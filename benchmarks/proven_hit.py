@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdsl import DType, KeyLedger, baked, kernel_spec, launch, render  # noqa: E402
-from specdsl._proof.ledger import checking_enabled, proof_suspended  # noqa: E402
+from specdsl import checking_enabled, proof_suspended  # noqa: E402
 from specdsl._spec.target import Target  # noqa: E402
 
 

@@ -16,9 +16,8 @@ This module re-exports the public API (``__all__``). The other public modules ar
 # First: under `python -m specdsl` it takes the working folder off sys.path, so that
 # nothing lying there shadows what specdsl imports next.
 from ._cli import working_folder as _working_folder  # noqa: F401
-from ._proof.ledger import (
-    KeyLedger, checking_enabled, key_checking, proof_suspended, suspend_key_proof,
-)
+from ._proof.ledger import KeyLedger
+from ._proof.switch import checking_enabled, key_checking, proof_suspended, suspend_key_proof
 from ._render.keys import derived_key, hand_key, key_inputs
 from ._render.render import render
 from ._runtime.compile import CompileOptions

@@ -156,15 +156,11 @@ class CheckingSwitchError(SpecdslError, ValueError):
     """``SPECDSL_CHECK_KEYS`` holds something other than a switch word (``1``/``0``,
     ``true``/``false``, ``yes``/``no``, ``on``/``off``); the message is the one a
     :class:`ConfigError` for any other variable would carry.
-
-    Also importable from :mod:`specdsl._proof.ledger`, where it was defined before.
     """
 
 
 class CacheDirError(SpecdslError, OSError):
     """The disk cache folder cannot be used (not a folder, or unsafe).
-
-    Also importable from :mod:`specdsl._runtime.diskcache`, where it was defined before.
     """
 
 

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from specdsl import LaunchError, render
-from specdsl._runtime.arguments import ArgumentPacker, DeviceLimits, check_geometry, stream_handle
+from specdsl._runtime import readers
+from specdsl._runtime.geometry import DeviceLimits, check_geometry
+from specdsl._runtime.launchers import bound_core_launcher, core_launcher, writer
+from specdsl._runtime.params import ArgumentPacker
+from specdsl._runtime.streams import stream_handle
 from specdsl.kernels import VectorAdd
 from specdsl._runtime.signature import parse_entry
 
@@ -59,7 +63,7 @@ def test_pointer_without_align_must_be_four_byte_aligned(launch_path):
     compiled and the plain-Python launch path."""
     packer = _packer(".param .u64 .ptr .global p")
     seen = []
-    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
     assert fire((0x1004,), (0, None), (1, 1, 1, 32, 1, 1, 0, None)) is None
     assert seen == [(0x1004,)]
     with pytest.raises(LaunchError, match=r"aligned to 4 bytes \(a \.ptr without \.align: PTX "
@@ -263,7 +267,7 @@ def test_writer_packs_like_pack(args):
     """The generated writer fills the buffer exactly as pack() does."""
     packer = _packer(MIXED)
     buffer = bytearray(packer.size)
-    packer.writer()(args, 0, buffer)
+    writer(packer)(args, 0, buffer)
     assert bytes(buffer) == packer.pack(args)
 
 
@@ -281,7 +285,7 @@ def test_writer_refuses_like_values(args):
     with pytest.raises(LaunchError) as expected:
         packer.values(args)
     with pytest.raises(LaunchError) as got:
-        packer.writer()(args, 0, bytearray(packer.size))
+        writer(packer)(args, 0, bytearray(packer.size))
     assert str(got.value) == str(expected.value)
 
 
@@ -330,7 +334,7 @@ def test_stream_device_read_from_common_stream_types():
     other objects name none."""
     import types
 
-    from specdsl._runtime.arguments import stream_device
+    from specdsl._runtime.streams import stream_device
 
     assert stream_device(types.SimpleNamespace(device_index=1)) == 1
     assert stream_device(types.SimpleNamespace(device_id=2)) == 2
@@ -393,9 +397,9 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
         return core_launch
 
     failures = []
-    fired = packer.core_launcher(recorder("launch"), kernel="k")(
+    fired = core_launcher(packer, recorder("launch"), "k")(
         args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
-    packer.bound_core_launcher(recorder("bind"), "k", (0, "stream"), "config",
+    bound_core_launcher(packer, recorder("bind"), "k", (0, "stream"), "config",
                                lambda exc, given: failures.append(exc))(*args)
     assert fired is None and failures == []  # cuda.core's stand-in took every value
     assert [(who, stream, config, kernel) for who, stream, config, kernel, _ in seen] == [
@@ -419,11 +423,11 @@ def test_core_launcher_reads_buffers_inline(monkeypatch, launch_path):
     import cuda.core
 
     monkeypatch.setattr(cuda.core, "Buffer", _StandInBuffer)
-    monkeypatch.setitem(__import__("specdsl._runtime.arguments", fromlist=["_READERS"])._READERS,
+    monkeypatch.setitem(readers.READERS,
                         _StandInBuffer, lambda value, stream: (value.handle, value.device_id, ""))
     packer = _packer(".param .u64 .ptr .global .align 16 p")
     seen = []
-    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
     fire((_StandInBuffer(0x7F0000000100),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     fire((_StandInBuffer(2**63 + 256),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     assert seen == [(0x7F0000000100,), (2**63 + 256 - 2**64,)]
@@ -469,7 +473,7 @@ def test_closed_stream_refused():
 def test_core_launcher_checks_before_launching(launch_path):
     """A bad argument is refused before cuda.core is called, as on the driver path."""
     calls = []
-    fire = _packer(".param .u32 n").core_launcher(lambda *a: calls.append(a), kernel="k")
+    fire = core_launcher(_packer(".param .u32 n"), lambda *a: calls.append(a), "k")
     with pytest.raises(LaunchError, match=r"k: parameter 'n' \(\.u32 n\) expects an int in"):
         fire((-1,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     assert calls == [] and not _packer(".param .b8 blob[16]").through_core
@@ -572,7 +576,7 @@ def test_an_array_interface_on_the_class_is_checked(stand_in_view, launch_path):
 
     packer = _packer(".param .u64 .ptr .global .align 16 p")
     seen = []
-    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
     geometry = (1, 1, 1, 32, 1, 1, 0, None)
     assert fire((Array(0x7F0000000100),), (0, None), geometry) is None
     assert seen == [(0x7F0000000100,)]

@@ -190,7 +190,7 @@ def test_two_processes_race_on_one_key(tmp_path):
 def test_warm_process_skips_rendering(tmp_path, monkeypatch):
     """A second executor on a warm folder reads the PTX back instead of rendering it,
     and gets the same cubin and signature."""
-    import specdsl._runtime.executor as executor_module
+    import specdsl._runtime.builds as builds_module
     from specdsl.kernels import RMSNorm
 
     spec = RMSNorm(hidden=4096)
@@ -201,7 +201,7 @@ def test_warm_process_skips_rendering(tmp_path, monkeypatch):
     def no_render(*args):
         raise AssertionError("rendered on a warm disk cache")
 
-    monkeypatch.setattr(executor_module, "render", no_render)
+    monkeypatch.setattr(builds_module, "render", no_render)
     warm = _executor(tmp_path)
     module = warm.ensure_module(spec)
     assert module.from_disk and module.cubin == first.cubin
@@ -513,9 +513,9 @@ def test_each_compile_option_has_its_own_entries(tmp_path):
 
 def test_disk_key_holds_the_full_toolchain_version(tmp_path, monkeypatch):
     """Another nvJitLink patch release reads none of the entries the last one wrote."""
-    import specdsl._runtime.executor as executor_module
+    import specdsl._runtime.builds as builds_module
 
     _warm(tmp_path)
-    monkeypatch.setattr(executor_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")
+    monkeypatch.setattr(builds_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")
     reader = _executor(tmp_path)
     assert not reader.ensure_module(VectorAdd()).from_disk

@@ -42,15 +42,6 @@ def test_each_error_is_still_its_builtin(name, builtin):
     assert issubclass(getattr(errors, name), builtin)
 
 
-def test_old_import_locations_still_work():
-    """CacheDirError and CheckingSwitchError keep their old homes, as the same classes."""
-    from specdsl._runtime.diskcache import CacheDirError
-    from specdsl._proof.ledger import CheckingSwitchError
-
-    assert CacheDirError is errors.CacheDirError
-    assert CheckingSwitchError is errors.CheckingSwitchError
-
-
 def test_spec_info_of_a_non_spec():
     """spec_info(3) raises NotASpecError, a TypeError, naming what it got."""
     from specdsl._spec.decorator import spec_info

@@ -9,12 +9,13 @@ import time
 
 import pytest
 
-import specdsl._runtime.executor as executor_module
+import specdsl._runtime.builds as builds_module
 from specdsl import (
     CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
     key_checking,
 )
 from specdsl._runtime.compile import compile_ptx, ptx_excerpt
+from specdsl._runtime.launchers import core_launcher, driver_launcher
 from specdsl._review.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
 
@@ -146,7 +147,7 @@ def _counting_compile(monkeypatch, delay=0.0, fail_first=False):
             raise CompileError("injected failure", log="injected", spec=spec, ptx=ptx)
         return compile_ptx(ptx, target, spec=spec, options=options)
 
-    monkeypatch.setattr(executor_module, "compile_ptx", compile_ptx_counted)
+    monkeypatch.setattr(builds_module, "compile_ptx", compile_ptx_counted)
     return calls
 
 
@@ -273,7 +274,8 @@ def test_bind_needs_a_device(executor):
 def _stub_executor(arm, **attributes):
     """An executor with module loading stubbed: ``arm(module)`` generates ``module.fire``;
     ``attributes`` stand in for what opening a device sets (streams, launch functions)."""
-    from specdsl._runtime.arguments import ArgumentPacker, DeviceLimits
+    from specdsl._runtime.geometry import DeviceLimits
+    from specdsl._runtime.params import ArgumentPacker
 
     ex = Executor(None, target="sm_90", cache_dir="off")
     ex._device, ex.limits = object(), DeviceLimits()
@@ -282,10 +284,10 @@ def _stub_executor(arm, **attributes):
 
     def load(module):
         module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
-        module.packer = ArgumentPacker(module.signature, device_id=0, compiled=ex._speedups)
+        module.packer = ArgumentPacker(module.signature, device_id=0)
         arm(module)
 
-    ex._load = load
+    ex._builder.load = load
     return ex
 
 
@@ -300,7 +302,7 @@ def fake_driver_executor(launch_path):
         return (0,)
 
     def arm(module):
-        module.fire = module.packer.launcher(launch_kernel, 1234)
+        module.fire = driver_launcher(module.packer, launch_kernel, 1234)
 
     ex = _stub_executor(arm, _default_streams=(7, None), _launch_kernel=launch_kernel)
     return ex, calls
@@ -437,7 +439,7 @@ def test_stream_without_a_handle_refused():
         def __cuda_stream__(self):
             raise RuntimeError("stream is closed")
 
-    from specdsl._runtime.arguments import stream_handle
+    from specdsl._runtime.streams import stream_handle
 
     with pytest.raises(LaunchError, match=r"gave no handle: stream is closed"):
         stream_handle(Closed())
@@ -451,7 +453,7 @@ def test_cuda_core_launch_failure_is_a_launch_error(launch_path):
 
     def arm(module):
         module.through_core = True
-        module.fire = module.packer.core_launcher(refuse, "kernel")
+        module.fire = core_launcher(module.packer, refuse, "kernel", compiled=ex._speedups)
 
     ex = _stub_executor(arm, _default_streams=(7, "stream"), _core_launch=refuse,
                         _launch_config=lambda **kw: ("config", kw))
@@ -477,7 +479,7 @@ def fake_core_executor(launch_path):
 
     def arm(module):
         module.through_core = True
-        module.fire = module.packer.core_launcher(record, "kernel")
+        module.fire = core_launcher(module.packer, record, "kernel", compiled=ex._speedups)
 
     ex = _stub_executor(arm, _default_streams=(7, "stream"), _core_launch=record,
                         _launch_config=lambda **kw: ("config", kw["grid"], kw["block"]))
@@ -558,7 +560,7 @@ def test_the_launch_path_is_chosen_once_per_executor(fake_core_executor, launch_
     args = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
     monkeypatch.setenv(PURE_PYTHON_ENV, "yes")
     ex.launch(VectorAdd(dtype=DType.F16), *args, grid=4, block=256)
-    (module,) = ex._modules.values()
+    module = ex.ensure_module(VectorAdd(dtype=DType.F16))
     assert (type(module.fire).__name__ == "CoreLaunch") == (launch_path == "compiled")
     assert len(calls) == 1
 

@@ -14,7 +14,7 @@ import pytest
 from specdsl import DType, Executor, IncompleteKeyError, LaunchError
 from specdsl.kernels import VectorAdd
 from specdsl.kernels.case import from_bits, relative_error, to_bits
-from specdsl._proof.ledger import key_checking
+from specdsl import key_checking
 
 from handkeyed import HandKeyedAdd
 

@@ -11,11 +11,13 @@ from importlib.metadata import entry_points
 import pytest
 
 import specdsl._proof.ledger as ledger_module
+import specdsl._proof.switch as switch_module
 from specdsl import DType, IncompleteKeyError, KeyLedger, baked, kernel_spec, launch, render
-from specdsl._proof.ledger import (
-    CheckingSwitchError, checking_enabled, key_checking, parse_switch, proof_suspended,
-    set_default_checking, suspend_key_proof,
+from specdsl._proof.switch import (
+    checking_enabled, key_checking, parse_switch, proof_suspended, set_default_checking,
+    suspend_key_proof,
 )
+from specdsl.errors import CheckingSwitchError
 from specdsl._spec.target import Target
 
 
@@ -330,7 +332,7 @@ def test_switch_refuses_other_values(value: str) -> None:
     reason="specdsl is not installed: its pytest11 entry point is not registered")
 def test_plugin_turns_checking_on_in_this_run() -> None:
     """The specdsl pytest plugin has turned checking on for this very test session."""
-    assert ledger_module.checking_default().source in ("set_default_checking", "environment")
+    assert switch_module.checking_default().source in ("set_default_checking", "environment")
     assert checking_enabled()
 
 
@@ -391,7 +393,7 @@ def _python(flags: list[str], env_value: str | None, code: str) -> subprocess.Co
                           capture_output=True, text=True, timeout=60)
 
 
-PRINT_SWITCH = "from specdsl._proof.ledger import checking_enabled; print(checking_enabled())"
+PRINT_SWITCH = "from specdsl import checking_enabled; print(checking_enabled())"
 
 
 @pytest.mark.parametrize("flags, env_value, expected", [
@@ -424,7 +426,7 @@ def test_checking_default_names_its_source(monkeypatch: pytest.MonkeyPatch, env_
         monkeypatch.setenv("SPECDSL_CHECK_KEYS", env_value)
     previous = set_default_checking(True)
     try:
-        assert ledger_module.checking_default() == ledger_module.CheckingDefault(enabled, source)
+        assert switch_module.checking_default() == switch_module.CheckingDefault(enabled, source)
     finally:
         monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
         set_default_checking(previous)
@@ -435,7 +437,7 @@ def test_checking_default_without_a_setting_is_debug(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
     previous = set_default_checking(None)
     try:
-        assert ledger_module.checking_default() == ledger_module.CheckingDefault(
+        assert switch_module.checking_default() == switch_module.CheckingDefault(
             __debug__, "__debug__")
     finally:
         set_default_checking(previous)

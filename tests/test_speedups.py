@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdsl import LaunchError
-from specdsl._runtime.arguments import ArgumentPacker
+from specdsl._runtime.launchers import core_launcher
+from specdsl._runtime.params import ArgumentPacker
 from specdsl._runtime.signature import parse_entry
 from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled, speedups
 
@@ -107,9 +108,14 @@ VALUES = st.one_of(
 )
 
 
-def _packer(pure_python: bool) -> ArgumentPacker:
+def _packer() -> ArgumentPacker:
     ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({PARAMS})\n{{ ret; }}\n"
-    return ArgumentPacker(parse_entry(ptx, "k"), device_id=0, compiled=not pure_python)
+    return ArgumentPacker(parse_entry(ptx, "k"), device_id=0)
+
+
+def _fire(pure_python: bool, launch) -> object:
+    """The cuda.core launcher of the test kernel: generated Python, or compiled."""
+    return core_launcher(_packer(), launch, "kernel", compiled=not pure_python)
 
 
 def _outcomes(args: tuple) -> list[tuple]:
@@ -118,7 +124,7 @@ def _outcomes(args: tuple) -> list[tuple]:
     outcomes = []
     for pure in (True, False):
         seen: list = []
-        fire = _packer(pure).core_launcher(lambda *a: seen.append(a), kernel="kernel")
+        fire = _fire(pure, lambda *a: seen.append(a))
         try:
             err = fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
         except LaunchError as exc:
@@ -134,12 +140,12 @@ def stand_in_arrays(monkeypatch):
     (inline paths and converters alike)."""
     import cuda.core
 
-    from specdsl._runtime import arguments
+    from specdsl._runtime import launchers, readers
 
     monkeypatch.setattr(cuda.core, "Buffer", StandInBuffer)
-    monkeypatch.setattr(arguments, "_tensor_type", lambda: StandInTensor)
-    monkeypatch.setitem(arguments._READERS, StandInBuffer, arguments._read_buffer)
-    monkeypatch.setitem(arguments._READERS, StandInTensor, arguments._read_torch)
+    monkeypatch.setattr(launchers, "tensor_type", lambda: StandInTensor)
+    monkeypatch.setitem(readers.READERS, StandInBuffer, readers.read_buffer)
+    monkeypatch.setitem(readers.READERS, StandInTensor, readers.read_torch)
 
 
 @needs_extension
@@ -230,12 +236,12 @@ def test_compiled_checks_find_torch_imported_after_the_kernel_loaded(monkeypatch
     """A kernel loaded before torch was imported still reads tensors inline once it is."""
     import types
 
-    from specdsl._runtime import arguments
+    from specdsl._runtime import launchers
 
-    monkeypatch.setattr(arguments, "_tensor_type", lambda: None)
+    monkeypatch.setattr(launchers, "tensor_type", lambda: None)
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # as if not imported yet
     seen: list = []
-    fire = _packer(False).core_launcher(lambda *a: seen.append(a), kernel="kernel")
+    fire = _fire(False, lambda *a: seen.append(a))
     args = (*VALID[:-2], StandInTensor(0x7F0000000400), VALID[-1])
     with pytest.raises(LaunchError, match=r"parameter 'q' .* expects a device array"):
         fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))  # no reader knows it
@@ -249,7 +255,7 @@ def test_malformed_launch_state_raises_instead_of_crashing():
     paths, before cuda.core is called; nothing reads past a tuple's end."""
     calls: list = []
     for pure in (True, False):
-        fire = _packer(pure).core_launcher(lambda *a: calls.append(a), kernel="kernel")
+        fire = _fire(pure, lambda *a: calls.append(a))
         with pytest.raises(IndexError):
             fire(VALID, (5, "stream"), ())
         with pytest.raises(IndexError):

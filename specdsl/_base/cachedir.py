@@ -87,7 +87,6 @@ def warn_unusable(path: Path, exc: OSError) -> None:
                                 f"({exc}); carrying on without the cache", stacklevel=5)
 
 
-
 class Writes:
     """Whether a cache still writes: on until a write fails (a read-only or a full disk),
     then off for the rest of the process, with one :class:`~specdsl.errors.CacheWarning`.

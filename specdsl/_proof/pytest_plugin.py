@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import pytest
 
-from . import ledger
+from . import switch
 
 _PREVIOUS = pytest.StashKey[object]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Turn key checking on for the session (below ``SPECDSL_CHECK_KEYS``)."""
-    config.stash[_PREVIOUS] = ledger.set_default_checking(True)
+    config.stash[_PREVIOUS] = switch.set_default_checking(True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Restore the default that was in force before the session."""
     if _PREVIOUS in config.stash:
-        ledger.set_default_checking(config.stash[_PREVIOUS])
+        switch.set_default_checking(config.stash[_PREVIOUS])
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     """One header line saying whether hand-written keys are proven in this run."""
-    state = "on" if ledger.checking_enabled() else "off"
-    default = ledger.checking_default()
-    source = (f" ({ledger.ENV_VAR}={'1' if default.enabled else '0'})"
+    state = "on" if switch.checking_enabled() else "off"
+    default = switch.checking_default()
+    source = (f" ({switch.ENV_VAR}={'1' if default.enabled else '0'})"
               if default.source == "environment" else " (specdsl pytest plugin)")
     return f"specdsl: key checking {state}{source}"

@@ -1,7 +1,7 @@
 # cython: language_level=3, embedsignature=True
 """The launch hot path, compiled: argument checks, cuda.core's ``launch``, the cache hit.
 
-specdsl's reference implementation is plain Python: :mod:`specdsl._runtime.arguments` generates one
+specdsl's reference implementation is plain Python: :mod:`specdsl._runtime.launchers` generates one
 check function per ``.entry`` signature, and :meth:`specdsl.Executor.launch` finds the
 module and the checked geometry. This extension does the same work in C for what launches
 take in a hot loop: an ``int`` in its parameter's range (a pointer's also aligned), a
@@ -29,14 +29,14 @@ from libc.string cimport memcpy
 
 import sys
 
-from specdsl._proof import ledger as _ledger
+from specdsl._proof import switch as _switch
 
 # What specdsl.speedups checks before using this build (bump on any change of the classes'
 # constructors or of what Python code reads from them).
 INTERFACE = 2
 
 # What a parameter takes inline, anything else going through its Python converter: the
-# numbers of specdsl._runtime.arguments.INLINE_* (ArgumentPacker.inline_check decides them).
+# numbers of specdsl._runtime.params.INLINE_* (ArgumentPacker.inline_check decides them).
 cdef enum Inline:
     INLINE_NONE = 0     # .b types, array parameters: the converter always
     INLINE_INT = 1      # an int in [low, high] with no bit of misaligned set
@@ -55,11 +55,11 @@ cdef struct ParamCheck:
 cdef class CoreLaunch:
     """Checks one kernel's arguments and launches it through cuda.core's ``launch``.
 
-    The compiled twin of :meth:`specdsl._runtime.arguments.ArgumentPacker.core_launcher` (see there
+    The compiled twin of :func:`specdsl._runtime.launchers.core_launcher` (see there
     for how values reach cuda.core). Built from a packer's :meth:`core_plan`.
 
     Args:
-        plan: :meth:`~specdsl._runtime.arguments.ArgumentPacker.core_plan`: one ``(inline, bits,
+        plan: :meth:`~specdsl._runtime.params.ArgumentPacker.core_plan`: one ``(inline, bits,
             low, high, misaligned, largest, converter, post)`` per ``.param``; ``post``
             (``None``, a bit-pattern function or the 64-bit wrap) turns what
             ``converter(value, stream)`` returns into what cuda.core takes.
@@ -208,7 +208,7 @@ cdef class CoreLaunch:
 cdef class BoundCoreLaunch:
     """``bound(*args)``: a :class:`CoreLaunch` with its stream and ``LaunchConfig`` fixed.
 
-    The compiled twin of :meth:`specdsl._runtime.arguments.ArgumentPacker.bound_core_launcher`;
+    The compiled twin of :func:`specdsl._runtime.launchers.bound_core_launcher`;
     calls ``on_error(exception, args)`` when cuda.core's launch fails. ``module``,
     ``stream``, ``grid``, ``block`` and ``shared_mem`` are set by ``Executor.bind``.
     """
@@ -256,7 +256,7 @@ cdef class LaunchPath:
                                        shared_mem=shared_mem, key=key)
         cdef tuple last = self._last
         if last[0] is spec and last[1] is key and (
-                last[3] or not _ledger.checking_enabled() or _ledger.proof_suspended()):
+                last[3] or not _switch.checking_enabled() or _switch.proof_suspended()):
             module = last[2]
             self._launch_hits += 1
         else:

@@ -16,21 +16,23 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future
 from typing import Any, Callable
 
 import attrs
 
-from .._proof import ledger as _ledger
-from .arguments import (ArgumentPacker, DeviceLimits, Geometry, check_geometry, stream_device,
-                        stream_handle)
-from .compile import CompileOptions, compile_ptx, link_options, toolchain_version
+from .._proof.ledger import KeyLedger
+from .._proof.switch import checking_enabled, proof_suspended
+from .geometry import DeviceLimits, Geometry, check_geometry
+from .launchers import (bound_core_launcher, bound_driver_launcher, core_launcher,
+                        driver_launcher)
+from .params import ArgumentPacker
+from .streams import stream_device, stream_handle
+from .builds import Builder
+from .compile import CompileOptions, toolchain_version
 from .._base.cachedir import resolve_cache_dir, warn_refused
-from .diskcache import DiskCache, disk_key, open_disk_cache, ptx_key
+from .diskcache import DiskCache, open_disk_cache
+from .modules import Module, ModuleCache
 from ..errors import CacheDirError, ConfigError, LaunchError, TargetError
-from .._render.keys import derived_key, hand_key
-from .signature import EntrySignature, parse_entry
-from .._render.render import render, rendering_digest, renders_from_key
 from .._spec.decorator import spec_info
 from .speedups import launch_base, speedups
 from .._spec.target import Target
@@ -40,9 +42,6 @@ __all__ = ["Executor", "ExecutorStats", "Module"]
 # Bound on the (request, key) -> module memo: requests differing only in launch fields
 # each take a slot; past this many the memo starts over (modules stay cached).
 _MEMO_LIMIT = 65536
-
-
-_UNSET = object()  # Module.last_geometry before its first launch
 
 
 @attrs.frozen
@@ -71,51 +70,6 @@ class ExecutorStats:
     disk_hits: int = 0
     disk_rejected: int = 0
     ptx_disk_hits: int = 0
-
-
-@attrs.define(eq=False, repr=False)
-class Module:
-    """One compiled (and, with a device, loaded) module.
-
-    Attributes:
-        key: the module key it is cached under (derived or hand-written).
-        derived_key: the derived key of the request that built it.
-        spec: that request.
-        target: what it was compiled for.
-        cubin: the ELF cubin.
-        log: nvJitLink's info log (empty for a cubin from the disk cache).
-        from_disk: whether the cubin came from the disk cache.
-        signature: the kernel's parsed ``.entry`` parameters.
-        kernel: the cuda.core ``Kernel``, or ``None`` in a compile-only executor.
-    """
-
-    key: str
-    derived_key: str
-    spec: Any
-    target: Target
-    cubin: bytes
-    log: str
-    from_disk: bool
-    signature: EntrySignature
-    kernel: Any = None
-    # launch state, set up once when the module is loaded
-    packer: ArgumentPacker | None = None
-    function: int = 0
-    kernel_threads: int | None = None
-    static_shared: int = 0
-    cluster: tuple[int, int, int] = (1, 1, 1)  # compile-time cluster shape, in CTAs
-    dynamic_shared_set: int = 0
-    geometries: dict[tuple, Geometry] = attrs.Factory(dict)
-    fire: Any = None            # the launcher (compiled or generated): checks and launches
-    through_core: bool = False  # fire launches through cuda.core (else cuLaunchKernel)
-    configs: dict[tuple, Any] = attrs.Factory(dict)  # checked geometry -> LaunchConfig
-    # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem,
-    # LaunchConfig); none yet: objects no caller can pass
-    last_geometry: tuple = attrs.Factory(lambda: (_UNSET, _UNSET, _UNSET, None))
-
-    def __repr__(self) -> str:
-        return (f"<Module {self.key} entry={self.signature.entry} target={self.target.sm} "
-                f"cubin={len(self.cubin)} bytes{' (disk)' if self.from_disk else ''}>")
 
 
 _LaunchBase = launch_base()
@@ -153,7 +107,7 @@ class Executor(_LaunchBase):
 
     def __init__(self, device: int | None = 0, target: Target | str | None = None,
                  cache_dir: str | os.PathLike[str] | None = None, *,
-                 ledger: _ledger.KeyLedger | None = None,
+                 ledger: KeyLedger | None = None,
                  compile_options: CompileOptions | None = None) -> None:
         if compile_options is None:
             compile_options = CompileOptions()
@@ -161,12 +115,7 @@ class Executor(_LaunchBase):
             raise ConfigError(f"compile_options must be a specdsl.CompileOptions "
                               f"(got {compile_options!r})")
         self.compile_options = compile_options
-        self.ledger = ledger if ledger is not None else _ledger.KeyLedger()
-        # keyed by (hand-written?, module key): a hand-written key that happens to spell
-        # a derived key never reaches the module built under that derived key
-        self._modules: dict[tuple[bool, str], Module] = {}
-        self._pending: dict[tuple[bool, str], Future] = {}
-        self._lock = threading.Lock()
+        self.ledger = ledger if ledger is not None else KeyLedger()
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last: tuple = (None, None, None, False)
         # (stream object, (handle, cuda.core Stream), its device) last checked
@@ -175,8 +124,7 @@ class Executor(_LaunchBase):
         self._stream_type: Any = ()  # cuda.core's Stream once a device is open (isinstance)
         self._core_launch: Any = None
         self._driver: Any = None  # cuda.bindings' driver module, with a device
-        self._hits = self._misses = self._compiles = self._disk_hits = self._ptx_disk_hits = 0
-        self._compile_seconds = 0.0
+        self._hits = 0
         self._device: Any = None
         self.device_id = device
         # the compiled launch path (specdsl.speedups), chosen once for this executor: the
@@ -193,9 +141,12 @@ class Executor(_LaunchBase):
                 raise TargetError("a compile-only executor (device=None) needs a target, "
                                   "e.g. Executor(None, target='sm_90')")
             self.target = Target.parse(target)
-            return
-        self._device = self._open_device(device)
-        self.target = self._device_target(target)
+        else:
+            self._device = self._open_device(device)
+            self.target = self._device_target(target)
+        self._builder = Builder(self.target, compile_options, self._disk, self.ledger,
+                                load=None if device is None else self._load)
+        self._modules = ModuleCache(self.target, self.ledger, self._builder.build)
 
     # -- setup -------------------------------------------------------------------------
 
@@ -266,10 +217,11 @@ class Executor(_LaunchBase):
     def stats(self) -> ExecutorStats:
         """A snapshot of the counters (see :class:`ExecutorStats`)."""
         return ExecutorStats(
-            hits=self._hits + self._launch_hits, misses=self._misses, compiles=self._compiles,
-            compile_seconds=self._compile_seconds, disk_hits=self._disk_hits,
+            hits=self._modules.hits + self._hits + self._launch_hits,
+            misses=self._builder.misses, compiles=self._builder.compiles,
+            compile_seconds=self._builder.compile_seconds, disk_hits=self._builder.disk_hits,
             disk_rejected=self._disk.rejected if self._disk is not None else 0,
-            ptx_disk_hits=self._ptx_disk_hits)
+            ptx_disk_hits=self._builder.ptx_disk_hits)
 
     @property
     def compiled(self) -> bool:
@@ -288,17 +240,7 @@ class Executor(_LaunchBase):
 
     def module_key(self, spec: Any, key: str | None = None) -> str:
         """The key ``spec`` is cached under: ``key``, else its ``key()``, else its derived key."""
-        return self._module_key(spec, key)[0]
-
-    def _module_key(self, spec: Any, key: str | None) -> tuple[str, bool]:
-        if key is not None:
-            if type(key) is not str or not key:
-                raise LaunchError(f"key must be a non-empty str (got {key!r})")
-            return key, True
-        written = hand_key(spec)
-        if written is not None:
-            return written, True
-        return derived_key(spec, self.target), False
+        return self._modules.module_key(spec, key)[0]
 
     def ensure_module(self, spec: Any, key: str | None = None) -> Module:
         """The module for ``spec``, compiled (or read from disk) on the first request.
@@ -322,93 +264,7 @@ class Executor(_LaunchBase):
             RenderError, CompileError: the request cannot be rendered or compiled.
             TypeError: ``spec`` is not a kernel spec.
         """
-        module_key, written = self._module_key(spec, key)
-        module = self._modules.get((written, module_key))
-        if module is None:
-            module = self._build_once(module_key, spec, written)
-            if module.spec is spec:
-                return module
-        else:
-            self._hits += 1
-        if written and _ledger.checking_enabled() and not _ledger.proof_suspended():
-            self.ledger.prove(module_key, spec, self.target)
-        return module
-
-    def _build_once(self, module_key: str, spec: Any, written: bool) -> Module:
-        slot = (written, module_key)
-        with self._lock:
-            module = self._modules.get(slot)
-            if module is not None:
-                self._hits += 1
-                return module
-            future = self._pending.get(slot)
-            owner = future is None
-            if owner:
-                future = self._pending[slot] = Future()
-        if not owner:
-            self._hits += 1
-            return future.result()
-        try:
-            module = self._build(module_key, spec, written)
-        except BaseException as exc:
-            with self._lock:
-                del self._pending[slot]
-            future.set_exception(exc)
-            raise
-        with self._lock:
-            self._modules[slot] = module
-            del self._pending[slot]
-        future.set_result(module)
-        return module
-
-    def _build(self, module_key: str, spec: Any, written: bool) -> Module:
-        import hashlib
-
-        self._misses += 1
-        info = spec_info(spec)
-        derived = derived_key(spec, self.target)
-        ptx = self._rendered(spec, derived)
-        signature = parse_entry(ptx, info.entry)
-        cubin, log, from_disk, key_bytes = None, "", False, None
-        if self._disk is not None:
-            key_bytes = disk_key(derived_key=derived,
-                                 ptx_sha256=hashlib.sha256(ptx.encode()).hexdigest(),
-                                 target=self.target.sm,
-                                 options=link_options(self.target, self.compile_options),
-                                 toolchain=toolchain_version())
-            cubin = self._disk.get(key_bytes)
-            from_disk = cubin is not None
-        if cubin is None:
-            compiled = compile_ptx(ptx, self.target, spec=spec, options=self.compile_options)
-            cubin, log = compiled.cubin, compiled.log
-            with self._lock:
-                self._compiles += 1
-                self._compile_seconds += compiled.seconds
-            if key_bytes is not None:
-                self._disk.put(key_bytes, cubin)
-        else:
-            self._disk_hits += 1
-        module = Module(key=module_key, derived_key=derived, spec=spec, target=self.target,
-                        cubin=cubin, log=log, from_disk=from_disk, signature=signature)
-        if self._device is not None:
-            self._load(module)
-        if written:
-            self.ledger.record(module_key, spec, self.target, ptx)
-        return module
-
-    def _rendered(self, spec: Any, derived: str) -> str:
-        """``spec``'s PTX: from the disk cache when its derived key decides it, else rendered
-        (and then stored there for the next process)."""
-        if self._disk is None or not renders_from_key(spec):
-            return render(spec, self.target)
-        key = ptx_key(derived_key=derived, rendering=rendering_digest())
-        ptx = self._disk.get_ptx(key)
-        if ptx is not None:
-            self._ptx_disk_hits += 1
-            return ptx
-        ptx = render(spec, self.target)
-        self._disk.put_ptx(key, ptx)
-        return ptx
+        return self._modules.ensure(spec, key)
 
     def _load(self, module: Module) -> None:
         from cuda.core import ObjectCode
@@ -422,13 +278,13 @@ class Executor(_LaunchBase):
             attributes.required_cluster_width, attributes.required_cluster_height,
             attributes.required_cluster_depth))
         module.function = int(module.kernel.handle)
-        module.packer = ArgumentPacker(module.signature, device_id=self.device_id,
-                                       compiled=self._speedups)
+        module.packer = ArgumentPacker(module.signature, device_id=self.device_id)
         if module.packer.through_core:
             module.through_core = True
-            module.fire = module.packer.core_launcher(self._core_launch, module.kernel)
+            module.fire = core_launcher(module.packer, self._core_launch, module.kernel,
+                                        compiled=self._speedups)
         else:  # a .b8 aggregate parameter: cuda.core has no argument type for it
-            module.fire = module.packer.launcher(self._launch_kernel, module.function)
+            module.fire = driver_launcher(module.packer, self._launch_kernel, module.function)
 
     # -- launches ----------------------------------------------------------------------
 
@@ -437,7 +293,7 @@ class Executor(_LaunchBase):
         """Launch ``spec``'s kernel with ``args`` in ``.param`` order.
 
         Everything is checked before anything reaches the GPU: the argument count, each
-        argument against its ``.param`` (see :mod:`specdsl._runtime.arguments`), the grid and
+        argument against its ``.param`` (see :mod:`specdsl._runtime.params`), the grid and
         block against the device's and the kernel's limits, and dynamic shared memory
         against the opt-in limit (a kernel is opted in above 48 KB automatically).
 
@@ -464,7 +320,7 @@ class Executor(_LaunchBase):
         """
         last = self._last  # (spec, key, module, proven), replaced as one object
         if last[0] is spec and last[1] is key and (
-                last[3] or not _ledger.checking_enabled() or _ledger.proof_suspended()):
+                last[3] or not checking_enabled() or proof_suspended()):
             module = last[2]
             self._hits += 1
         else:
@@ -508,11 +364,11 @@ class Executor(_LaunchBase):
             self._launch_failed(err, module, geometry, streams, args)
 
         if module.through_core:
-            bound = module.packer.bound_core_launcher(self._core_launch, module.kernel,
-                                                      streams, geometry[7], on_error)
+            bound = bound_core_launcher(module.packer, self._core_launch, module.kernel,
+                                        streams, geometry[7], on_error, compiled=self._speedups)
         else:
-            bound = module.packer.bound_launcher(self._launch_kernel, module.function,
-                                                 streams[0], geometry, on_error)
+            bound = bound_driver_launcher(module.packer, self._launch_kernel, module.function,
+                                          streams[0], geometry, on_error)
         bound.module, bound.stream = module, stream  # the stream object stays alive
         bound.grid, bound.block, bound.shared_mem = geometry[:3], geometry[3:6], geometry[6]
         return bound
@@ -527,7 +383,7 @@ class Executor(_LaunchBase):
                               f"(got {type(spec).__qualname__}, {key!r})") from None
         else:
             self._hits += 1
-            if not proven and _ledger.checking_enabled() and not _ledger.proof_suspended():
+            if not proven and checking_enabled() and not proof_suspended():
                 module, proven = self._remember(spec, key)
         self._last = (spec, key, module, proven)
         return module
@@ -618,7 +474,7 @@ class Executor(_LaunchBase):
         module = self.ensure_module(spec, key)
         # a derived key needs no proof; a hand-written one is proven when checking is on
         written = key is not None or spec_info(spec).has_key
-        proven = not written or (_ledger.checking_enabled() and not _ledger.proof_suspended())
+        proven = not written or (checking_enabled() and not proof_suspended())
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
         self._memo[(spec, key)] = (module, proven)
