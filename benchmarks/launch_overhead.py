@@ -144,12 +144,12 @@ def main() -> int:
     def specdsl_bound():
         bound(a, b, out, N)
 
-    # the plain-Python launch path, where the compiled one is built (specdsl._runtime.speedups):
-    # _launch_python is what Executor.launch is in an install without the extension
+    # the plain-Python launch path, where the compiled one is built (specdsl.speedups): an
+    # executor made with it set launches as one in an install without the extension does
     os.environ[PURE_PYTHON_ENV] = "1"
     try:
         pure = Executor(0, cache_dir=executor.disk_cache.path)
-        pure_launch, pure_bound = pure._launch_python, pure.bind(spec, grid=grid, block=block)
+        pure_launch, pure_bound = pure.launch, pure.bind(spec, grid=grid, block=block)
     finally:
         del os.environ[PURE_PYTHON_ENV]
 

@@ -584,3 +584,18 @@ def test_an_array_interface_on_the_class_is_checked(stand_in_view, launch_path):
         fire((Array(0x7F0000000104),), (0, None), geometry)
     with pytest.raises(LaunchError, match=r"the array is not C-contiguous"):
         fire((Array(0x7F0000000100, strides=(4, 8)),), (0, None), geometry)
+
+
+def test_generated_launcher_lines_show_in_tracebacks():
+    """A traceback through a generated launcher shows its source line, from linecache,
+    under a file name unique to that source."""
+    import traceback
+
+    fire = core_launcher(_packer(".param .u32 n"), lambda *a: None, "k", compiled=False)
+    other = core_launcher(_packer(".param .u64 n"), lambda *a: None, "k", compiled=False)
+    with pytest.raises(LaunchError) as info:
+        fire(("four",), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+    (frame,) = [f for f in traceback.extract_tb(info.value.__traceback__)
+                if f.filename.startswith("<specdsl fire k ")]
+    assert frame.line == "v0 = a0 if type(a0) is int and not a0 & -4294967296 else c0(a0, stream)"
+    assert fire.__code__.co_filename == frame.filename != other.__code__.co_filename

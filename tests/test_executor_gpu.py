@@ -305,7 +305,7 @@ def test_stream_placed_by_the_driver(executor, torch):
 
     rng = np.random.default_rng(8)
     stream = torch.cuda.Stream()
-    assert executor._driver_stream_device(stream.cuda_stream) == executor.device_id
+    assert executor.driver.stream_device(stream.cuda_stream) == executor.device_id
     spec = VectorAdd()
     with torch.cuda.stream(stream):
         a, b, out, a64, b64 = _torch_case(torch, DType.F32, rng)

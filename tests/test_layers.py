@@ -189,3 +189,14 @@ def test_private_modules_are_underscored():
             part.startswith("_") for part in name.split(".")[1:])
         and not name.startswith("specdsl.kernels."))  # each built-in kernel's own module
     assert not exposed, f"modules neither public nor private: {exposed}"
+
+
+#: Most lines a module may have: one job a module (templates aside).
+MAX_LINES = 400
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_modules_stay_small(name):
+    """Each module, the compiled one's source included, stays within MAX_LINES lines."""
+    lines = MODULES[name].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines: split it by job"

@@ -1,16 +1,18 @@
 # cython: language_level=3, embedsignature=True
 """The launch hot path, compiled: argument checks, cuda.core's ``launch``, the cache hit.
 
-specdsl's reference implementation is plain Python: :mod:`specdsl._runtime.launchers` generates one
-check function per ``.entry`` signature, and :meth:`specdsl.Executor.launch` finds the
-module and the checked geometry. This extension does the same work in C for what launches
-take in a hot loop: an ``int`` in its parameter's range (a pointer's also aligned), a
-``float`` in its type's range, a cuda.core ``Buffer`` or a contiguous torch tensor on the
-executor's device, and a cache hit on the request, key and geometry of the last launch. Anything else (NumPy
-scalars, other array objects, values out of range, a new request) is handed to
-the same Python converters and executor methods, so an argument is accepted, converted or
+specdsl's reference implementation is plain Python: :mod:`specdsl._runtime.launchers`
+generates one check function per ``.entry`` signature, and
+:class:`specdsl._runtime.launching.Launcher` finds the module and the checked geometry.
+This extension does the same work in C for what launches take in a hot loop: an ``int``
+in its parameter's range (a pointer's also aligned), a ``float`` in its type's range, a
+cuda.core ``Buffer`` or a contiguous torch tensor on the executor's device, and a cache
+hit on the request, key and geometry of the last launch. Anything else (NumPy scalars,
+other array objects, values out of range, a new request) is handed to the same Python
+converters and to the launcher's slow paths, so an argument is accepted, converted or
 refused with the same message either way; ``tests/test_speedups.py`` checks that the two
 agree. ``SPECDSL_PURE_PYTHON=1`` turns this module off (:mod:`specdsl.speedups`).
+``_speedups.pyi`` gives its types.
 
 Why compiled: on an H200 host cuda.core's ``launch`` takes about 5 us, and the Python
 checks of a four-argument VectorAdd about 1 us; the launch overhead goals of
@@ -18,6 +20,7 @@ checks of a four-argument VectorAdd about 1 us; the launch overhead goals of
 build their own launch paths with, and its output is plain C against CPython's API.
 """
 
+cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.long cimport (PyLong_AsLongLongAndOverflow, PyLong_CheckExact,
                            PyLong_FromLongLong, PyLong_FromUnsignedLong)
@@ -30,10 +33,36 @@ from libc.string cimport memcpy
 import sys
 
 from specdsl._proof import switch as _switch
+from specdsl._runtime.launching import NO_LAUNCH
 
 # What specdsl.speedups checks before using this build (bump on any change of the classes'
 # constructors or of what Python code reads from them).
-INTERFACE = 2
+INTERFACE = 3
+
+# Field positions in the named tuples the launcher's slow paths return, read as the tuples
+# they are (no attribute lookup): launching.LastLaunch, streams.Streams,
+# geometry.LastGeometry and geometry.LaunchGeometry; FIELDS lets a test check them.
+cdef enum:
+    LAST_SPEC = 0
+    LAST_KEY = 1
+    LAST_MODULE = 2
+    LAST_PROVEN = 3
+    STREAMS_HANDLE = 0
+    STREAMS_CORE = 1
+    MEMO_GRID = 0
+    MEMO_BLOCK = 1
+    MEMO_SHARED = 2
+    MEMO_CHECKED = 3
+    GEOMETRY_CONFIG = 7
+
+FIELDS = {
+    ("LastLaunch", "spec"): LAST_SPEC, ("LastLaunch", "key"): LAST_KEY,
+    ("LastLaunch", "module"): LAST_MODULE, ("LastLaunch", "proven"): LAST_PROVEN,
+    ("Streams", "handle"): STREAMS_HANDLE, ("Streams", "core"): STREAMS_CORE,
+    ("LastGeometry", "grid"): MEMO_GRID, ("LastGeometry", "block"): MEMO_BLOCK,
+    ("LastGeometry", "shared_mem"): MEMO_SHARED, ("LastGeometry", "checked"): MEMO_CHECKED,
+    ("LaunchGeometry", "config"): GEOMETRY_CONFIG,
+}
 
 # What a parameter takes inline, anything else going through its Python converter: the
 # numbers of specdsl._runtime.params.INLINE_* (ArgumentPacker.inline_check decides them).
@@ -182,9 +211,11 @@ cdef class CoreLaunch:
             PyTuple_SET_ITEM(result, i + 3, out)
         return result
 
-    cpdef object fire(self, object args, tuple streams, tuple geometry):
-        """Check ``args`` and launch: ``streams`` is ``(handle, cuda.core Stream)``,
-        ``geometry`` the checked ``(gx, gy, gz, bx, by, bz, shared_mem, LaunchConfig)``.
+    cpdef object fire(self, object args, object streams, object geometry):
+        """Check ``args`` and launch: ``streams`` is a
+        :class:`~specdsl._runtime.streams.Streams`, ``geometry`` a
+        :class:`~specdsl._runtime.geometry.LaunchGeometry` (named tuples: read here as the
+        tuples they are).
 
         Returns:
             ``None``, or the exception cuda.core raised (the launch failed).
@@ -194,14 +225,16 @@ cdef class CoreLaunch:
         """
         if type(args) is not tuple:  # any sequence, as the generated Python function takes
             args = tuple(args)
-        arguments = self.arguments(args, streams[0], streams[1], geometry[7])
+        arguments = self.arguments(args, (<tuple>streams)[STREAMS_HANDLE],
+                                   (<tuple>streams)[STREAMS_CORE],
+                                   (<tuple>geometry)[GEOMETRY_CONFIG])
         try:
             self.core_launch(*arguments)
         except Exception as exc:  # the launch failed: the caller reports it
             return exc
         return None
 
-    def __call__(self, object args, tuple streams, tuple geometry):
+    def __call__(self, object args, object streams, object geometry):
         return self.fire(args, streams, geometry)
 
 
@@ -217,9 +250,10 @@ cdef class BoundCoreLaunch:
     cdef object handle, core_stream, config, on_error
     cdef public object module, stream, grid, block, shared_mem
 
-    def __cinit__(self, CoreLaunch launch, tuple streams, config, on_error):
+    def __cinit__(self, CoreLaunch launch, object streams, config, on_error):
         self.launch = launch
-        self.handle, self.core_stream = streams
+        self.handle = (<tuple>streams)[STREAMS_HANDLE]
+        self.core_stream = (<tuple>streams)[STREAMS_CORE]
         self.config, self.on_error = config, on_error
 
     def __call__(self, *args):
@@ -230,45 +264,53 @@ cdef class BoundCoreLaunch:
             self.on_error(exc, args)
 
 
+@cython.binding(False)  # a plain method descriptor: the cheapest call from Python
 cdef class LaunchPath:
-    """The base class of :class:`specdsl.Executor` where this extension is built: its
-    ``launch`` is ``Executor.launch`` compiled, with the same signature, checks and errors.
+    """``Executor.launch``, compiled: the hot path over a
+    :class:`~specdsl._runtime.launching.Launcher`'s slow paths.
 
-    A launch whose request, key and geometry are those of an earlier launch takes the
-    cached module and geometry here; anything else goes through the executor's own Python
-    methods (``_lookup``, ``_streams``, ``_geometry_for``, ``_launch_failed``). An executor
-    made with ``SPECDSL_PURE_PYTHON=1`` sets ``_pure_python`` and launches through
-    ``_launch_python`` instead. Being the base class (not an attribute holding a bound
-    method) keeps the executor free of reference cycles and lets subclasses override
-    ``launch``.
+    A launch whose request, key and geometry are the objects of the last launch (the
+    request's module and its last geometry) is checked and launched here; anything else
+    goes through the launcher's slow paths (``lookup``, ``streams``, ``geometry``,
+    ``failed``), which return the named tuples read here. An executor holds one and binds
+    its ``launch`` to this object's (see ``specdsl/_runtime/executor.py``).
+
+    Args:
+        launcher: the executor's :class:`~specdsl._runtime.launching.Launcher`.
     """
 
-    # Executor sets these (__init__; _default_streams on opening the device); its Python
-    # path reads the same attributes
-    cdef public object _last             # (spec, key, module, proven), replaced as one
-    cdef public object _default_streams  # (handle, cuda.core Stream) of the default stream
-    cdef public long long _launch_hits   # cache hits taken here (added to Executor.stats)
-    cdef public bint _pure_python
+    cdef object launcher          # the slow paths
+    cdef object last              # LastLaunch, replaced as one object
+    cdef object default_streams   # Streams of the device's default stream
+    cdef readonly long long hits  # launches that took the last request's module here
+
+    def __cinit__(self, launcher):
+        self.launcher = launcher
+        self.last = NO_LAUNCH
+        self.default_streams = launcher.default_streams
+        self.hits = 0
 
     def launch(self, spec, *args, grid, block, stream=None, shared_mem=0, key=None):
-        if self._pure_python:
-            return self._launch_python(spec, *args, grid=grid, block=block, stream=stream,
-                                       shared_mem=shared_mem, key=key)
-        cdef tuple last = self._last
-        if last[0] is spec and last[1] is key and (
-                last[3] or not _switch.checking_enabled() or _switch.proof_suspended()):
-            module = last[2]
-            self._launch_hits += 1
+        """:meth:`specdsl.Executor.launch` compiled (see there: same checks, same errors)."""
+        cdef tuple last = <tuple>self.last
+        if last[LAST_SPEC] is spec and last[LAST_KEY] is key and (
+                last[LAST_PROVEN] or not _switch.checking_enabled()
+                or _switch.proof_suspended()):
+            module = last[LAST_MODULE]
+            self.hits += 1
         else:
-            module = self._lookup(spec, key)
-        cdef tuple streams = self._default_streams if stream is None else self._streams(stream)
-        cdef tuple geometry = module.last_geometry
-        if not (geometry[0] is grid and geometry[1] is block and geometry[2] is shared_mem):
-            geometry = self._geometry_for(module, grid, block, shared_mem)
+            self.last = self.launcher.lookup(spec, key)
+            module = (<tuple>self.last)[LAST_MODULE]
+        streams = self.default_streams if stream is None else self.launcher.streams(stream)
+        cdef tuple memo = <tuple>module.last_geometry
+        if not (memo[MEMO_GRID] is grid and memo[MEMO_BLOCK] is block
+                and memo[MEMO_SHARED] is shared_mem):
+            memo = <tuple>self.launcher.geometry(module, grid, block, shared_mem)
+        geometry = memo[MEMO_CHECKED]
         fire = module.fire
         if type(fire) is CoreLaunch:
-            err = (<CoreLaunch>fire).fire(args, streams, geometry[3])
+            err = (<CoreLaunch>fire).fire(args, streams, geometry)
         else:
-            err = fire(args, streams, geometry[3])
+            err = fire(args, streams, geometry)
         if err:
-            self._launch_failed(err, module, geometry[3], streams, args)
+            self.launcher.failed(err, module, geometry, streams, args)

@@ -1,8 +1,13 @@
-"""Launch geometry: grid, block and dynamic shared memory, checked against device limits."""
+"""Launch geometry: grid, block and dynamic shared memory, checked against device limits.
+
+:func:`check_geometry` checks what a launch was given; a checked geometry reaches the
+launchers as a :class:`LaunchGeometry`, and a module remembers the last one it launched
+with, with the objects it was given, as a :class:`LastGeometry`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -10,7 +15,37 @@ from .._spec.fields import is_bool_like
 from ..errors import LaunchError
 from .params import describe, is_int
 
-__all__ = ["DeviceLimits", "Geometry", "check_geometry"]
+__all__ = ["DeviceLimits", "Geometry", "LaunchGeometry", "LastGeometry", "NO_GEOMETRY",
+           "check_geometry", "exact_dims"]
+
+
+class LaunchGeometry(NamedTuple):
+    """A checked geometry as the launchers take it: the grid and block extents, dynamic
+    shared memory in bytes, and cuda.core's ``LaunchConfig`` of them (``None`` for a
+    kernel launched through ``cuLaunchKernel``)."""
+
+    gx: int
+    gy: int
+    gz: int
+    bx: int
+    by: int
+    bz: int
+    shared_mem: int
+    config: Any
+
+
+class LastGeometry(NamedTuple):
+    """A module's last launch geometry: ``grid``, ``block`` and ``shared_mem`` as given
+    (immutable objects, so the same objects mean the same values) and ``checked``."""
+
+    grid: Any
+    block: Any
+    shared_mem: Any
+    checked: LaunchGeometry | None
+
+
+#: A module's last geometry before its first launch: objects no caller can pass.
+NO_GEOMETRY = LastGeometry(object(), object(), object(), None)
 
 
 @attrs.frozen
@@ -113,3 +148,20 @@ def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits,
             f"{entry}: {shared} bytes of dynamic shared memory plus {static_shared} static "
             f"exceed the device's opt-in limit of {limits.shared_per_block_optin} bytes per CTA")
     return Geometry(g, b, shared)
+
+
+def exact_dims(value: Any) -> tuple[int, int, int] | None:
+    """``value`` as a 3-tuple if it is exactly ints (no bools or floats), else ``None``:
+    the key of a geometry already checked (anything else takes :func:`check_geometry`)."""
+    if type(value) is tuple:
+        if len(value) == 3:
+            x, y, z = value
+            if type(x) is int and type(y) is int and type(z) is int:
+                return value
+            return None
+        if 0 < len(value) < 3 and all(type(v) is int for v in value):
+            return (value + (1, 1))[:3]
+        return None  # empty, more than 3 dims, or not ints: the full check explains
+    if type(value) is int:
+        return (value, 1, 1)
+    return None

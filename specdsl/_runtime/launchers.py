@@ -244,7 +244,7 @@ def _generate(packer: ArgumentPacker, name: str, lines: list[str], extra: dict[s
     filename = f"<specdsl {name} {packer.signature.entry} {digest}>"
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - generated, as attrs does
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    return namespace[name]
+    return namespace.pop(name)  # not kept in its own globals: no reference cycle
 
 
 def _check_source(packer: ArgumentPacker, core: bool = False) -> tuple[list[str], list[str]]:

@@ -20,14 +20,11 @@ from .._proof.switch import checking_enabled, proof_suspended
 from .._render.keys import derived_key, hand_key
 from .._spec.target import Target
 from ..errors import LaunchError
-from .geometry import Geometry
+from .geometry import NO_GEOMETRY, Geometry, LastGeometry
 from .params import ArgumentPacker
 from .signature import EntrySignature
 
 __all__ = ["Module", "ModuleCache", "Build"]
-
-_UNSET = object()  # Module.last_geometry before its first launch
-
 
 @attrs.define(eq=False, repr=False)
 class Module:
@@ -61,13 +58,13 @@ class Module:
     static_shared: int = 0
     cluster: tuple[int, int, int] = (1, 1, 1)  # compile-time cluster shape, in CTAs
     dynamic_shared_set: int = 0
-    geometries: dict[tuple, Geometry] = attrs.Factory(dict)
-    fire: Any = None            # the launcher (compiled or generated): checks and launches
+    geometries: dict[tuple[Any, ...], Geometry] = attrs.Factory(dict)
+    # fire(args, streams, geometry): the launcher (compiled or generated) that checks the
+    # arguments and launches (specdsl._runtime.launchers)
+    fire: Any = None
     through_core: bool = False  # fire launches through cuda.core (else cuLaunchKernel)
-    configs: dict[tuple, Any] = attrs.Factory(dict)  # checked geometry -> LaunchConfig
-    # grid, block, shared_mem as given, then the checked (gx, gy, gz, bx, by, bz, shared_mem,
-    # LaunchConfig); none yet: objects no caller can pass
-    last_geometry: tuple = attrs.Factory(lambda: (_UNSET, _UNSET, _UNSET, None))
+    configs: dict[tuple[int, ...], Any] = attrs.Factory(dict)  # checked geometry -> LaunchConfig
+    last_geometry: LastGeometry = NO_GEOMETRY  # replaced as one object
 
     def __repr__(self) -> str:
         return (f"<Module {self.key} entry={self.signature.entry} target={self.target.sm} "

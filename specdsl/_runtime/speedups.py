@@ -1,7 +1,7 @@
 """Which launch path runs: the compiled one (:mod:`specdsl._runtime._speedups`) or plain Python.
 
-Installing specdsl builds ``specdsl._runtime._speedups`` from ``specdsl/_speedups.pyx`` with Cython
-where a C compiler is found; the build is optional, and without it specdsl runs its
+Installing specdsl builds ``specdsl._runtime._speedups`` from
+``specdsl/_runtime/_speedups.pyx`` with Cython where a C compiler is found; the build is optional, and without it specdsl runs its
 plain-Python launch path, which checks and refuses exactly the same arguments (only
 slower: ``docs/performance.md``). ``SPECDSL_PURE_PYTHON=1`` (a switch: ``1``/``0``,
 ``true``/``false``, ``yes``/``no``, ``on``/``off``) chooses the Python path even where the
@@ -18,14 +18,14 @@ from types import ModuleType
 
 from ..config import Knobs, knobs
 
-__all__ = ["PURE_PYTHON_ENV", "compiled", "launch_base", "speedups"]
+__all__ = ["PURE_PYTHON_ENV", "compiled", "speedups"]
 
 #: On: launch through the plain-Python path even where the compiled one is built.
 PURE_PYTHON_ENV = Knobs.pure_python.name
 
 # specdsl._runtime._speedups.INTERFACE this Python code is written against: a stale build (an
 # editable install whose .pyx changed since) is not used.
-_INTERFACE = 2
+_INTERFACE = 3
 
 
 @functools.cache
@@ -40,14 +40,6 @@ def _built() -> ModuleType | None:
                       RuntimeWarning, stacklevel=2)
         return None
     return _speedups
-
-
-def launch_base() -> type:
-    """The base class of :class:`~specdsl.Executor`: the compiled ``LaunchPath`` where the
-    extension is built (an executor made with ``SPECDSL_PURE_PYTHON=1`` still launches
-    through Python), else ``object``."""
-    built = _built()
-    return built.LaunchPath if built is not None else object
 
 
 def speedups() -> ModuleType | None:

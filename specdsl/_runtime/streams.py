@@ -1,17 +1,53 @@
 """Streams: the ``CUstream`` handle and the device of the stream objects users pass.
 
 A stream is a cuda.core ``Stream``, any object with ``__cuda_stream__`` or a
-``torch.cuda.Stream``; a raw int is refused, since it says nothing of its device.
+``torch.cuda.Stream``; a raw int is refused, since it says nothing of its device. A
+:class:`StreamResolver` turns each into the :class:`Streams` a launch takes, once it has
+checked that the stream belongs to the executor's device.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Protocol
 
 from ..errors import LaunchError
 from .params import describe
 
-__all__ = ["stream_handle", "stream_device"]
+__all__ = ["Streams", "StreamDriver", "StreamResolver", "stream_handle", "stream_device"]
+
+
+class Streams(NamedTuple):
+    """A launch's stream, as the two launch functions take it.
+
+    Attributes:
+        handle: the ``CUstream`` handle, as an int (``cuLaunchKernel``'s).
+        core: what cuda.core's ``launch`` takes for it (a cuda.core ``Stream``; ``None``
+            for a driver without cuda.core).
+    """
+
+    handle: int
+    core: Any
+
+
+class StreamDriver(Protocol):
+    """The part of the driver seam (:class:`~specdsl._runtime.driver.Driver`) that
+    streams need."""
+
+    def stream_device(self, handle: int) -> int | None:
+        """The device a stream handle belongs to (``cuStreamGetDevice``), or ``None`` when
+        the driver cannot tell.
+
+        Raises:
+            LaunchError: a handle the driver does not know.
+        """
+
+    def core_stream(self, stream: Any, handle: int) -> Any:
+        """What cuda.core's launch takes for the stream ``handle``, which ``stream`` gave:
+        ``stream`` itself when it is a cuda.core ``Stream`` (``None`` for a driver
+        without cuda.core)."""
+
+    def is_core_stream(self, stream: Any) -> bool:
+        """Whether ``stream`` is a cuda.core ``Stream`` (the launch then takes it as it is)."""
 
 # type -> (handle reader, whether the type has cuda.core's is_closed)
 _STREAMS: dict[type, tuple[Callable[[Any], int], bool]] = {}
@@ -67,3 +103,52 @@ def stream_device(stream: Any) -> int | None:
         return device
     device = getattr(getattr(stream, "device", None), "device_id", None)  # cuda.core
     return device if type(device) is int else None
+
+
+class StreamResolver:
+    """The :class:`Streams` of the stream objects a launch is given, for one device.
+
+    The last stream object checked is remembered, so a loop on one stream checks it once;
+    a new object for the same handle on the same device (``torch.cuda.current_stream()``
+    makes one per call) is the same stream.
+
+    Args:
+        device_id: the executor's device; a stream of another device is refused.
+        driver: asked for a stream's device when the object names none, and for what
+            cuda.core's launch takes.
+    """
+
+    def __init__(self, device_id: int, driver: StreamDriver) -> None:
+        self.device_id = device_id
+        self.driver = driver
+        # (stream object, its Streams, its device) last checked
+        self._last: tuple[Any, Streams, int | None] = (None, Streams(-1, None), None)  # none yet
+
+    def resolve(self, stream: Any) -> Streams:
+        """The :class:`Streams` of ``stream``, once its device is checked to be this one.
+
+        Raises:
+            LaunchError: not a stream object, a closed stream, a stream of another device
+                or one the driver does not know.
+        """
+        handle = stream_handle(stream)
+        last_stream, last, last_device = self._last
+        if last.handle == handle and last_stream is stream:
+            return last
+        device = stream_device(stream)
+        # a new object for the last stream (torch.cuda.current_stream() makes one per call):
+        # the same handle on the same device is the same stream
+        if last.handle == handle and device is not None and device == last_device and \
+                not self.driver.is_core_stream(stream):
+            self._last = (stream, last, device)
+            return last
+        # 0, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name the calling thread's
+        # current context's stream: they belong to no device of their own
+        if device is None and handle not in (0, 1, 2):
+            device = self.driver.stream_device(handle)
+        if device is not None and device != self.device_id:
+            raise LaunchError(f"stream {handle:#x} belongs to device {device}; this executor "
+                              f"launches on device {self.device_id}")
+        streams = Streams(handle, self.driver.core_stream(stream, handle))
+        self._last = (stream, streams, device)
+        return streams
