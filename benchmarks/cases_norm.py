@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from kernels import BenchCase
+
 from specdsl.kernels.rmsnorm import RMSNorm
 from specdsl.kernels.softmax import Softmax, suggested_split
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from kernels import BenchCase
+
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, Fp8Quant
 from specdsl.kernels.rope import RoPE
 from specdsl.kernels.silu_mul import SiluMul

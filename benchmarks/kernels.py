@@ -42,8 +42,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 
@@ -62,7 +63,7 @@ class BenchCase:
     shape: str
     bytes_moved: int
     make_inputs: Callable[[], tuple]
-    run_specdsl: Callable[["Launcher", tuple], None]
+    run_specdsl: Callable[[Launcher, tuple], None]
     run_torch: Callable[..., Any]
     torch_args: Callable[[tuple], tuple] = attrs.field(default=lambda inputs: inputs)
 
@@ -89,8 +90,8 @@ class Launcher:
         if found is None:
             from cuda.core import ObjectCode
 
-            from specdsl._runtime.compile import compile_ptx
             from specdsl._render.render import render
+            from specdsl._runtime.compile import compile_ptx
             from specdsl._spec.decorator import spec_info
 
             compiled = compile_ptx(render(spec, "sm_90"), "sm_90", spec=spec)
@@ -129,7 +130,7 @@ def device_times(torch: Any, fn: Callable[[int], Any], sets: int, launches: int)
         fn(i % sets)
         ends[i].record()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True)]
 
 
 def copy_bandwidth(torch: Any) -> float:

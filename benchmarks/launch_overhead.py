@@ -87,10 +87,9 @@ def main() -> int:
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, launch
 
-    from specdsl import DType, Executor
-    from specdsl.kernels import VectorAdd
-    from specdsl import key_checking
+    from specdsl import DType, Executor, key_checking
     from specdsl._runtime.launchers import core_launcher, driver_launcher
+    from specdsl.kernels import VectorAdd
     from specdsl.speedups import PURE_PYTHON_ENV, compiled
 
     executor = Executor(0, cache_dir=tempfile.mkdtemp())
@@ -313,7 +312,8 @@ def main() -> int:
         f"launches ({args.batches} batches x {args.repeats} rounds)",
         "",
         f"device: {device.name}; launch path: "
-        f"{'compiled (specdsl._runtime._speedups)' if compiled() else 'plain Python'}. host us: per launch, median round of per-round medians "
+        f"{'compiled (specdsl._runtime._speedups)' if compiled() else 'plain Python'}. "
+        "host us: per launch, median round of per-round medians "
         f"(spread = max - min over rounds). sustained us: {args.sustained} launches until a "
         "device sync, per launch (the GPU's rate once the queue fills).",
         "",

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
-import cases_pointwise  # noqa: E402
-from kernels import Launcher  # noqa: E402
+import cases_norm
+import cases_pointwise
+from kernels import Launcher
 
 GROUPS = {
     "norm": lambda torch: [cases_norm._rmsnorm(torch, 16384, 4096, False),

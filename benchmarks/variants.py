@@ -17,16 +17,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-
-import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
-import cases_pointwise  # noqa: E402
-from kernels import BenchCase, Launcher, copy_bandwidth, measure  # noqa: E402
+import cases_norm
+import cases_pointwise
+import numpy as np
+from kernels import BenchCase, Launcher, copy_bandwidth, measure
 
 
 def _floor(torch: Any) -> list[BenchCase]:

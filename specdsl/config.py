@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Generic, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
 from .errors import ConfigError
 

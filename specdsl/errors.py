@@ -117,9 +117,9 @@ class CompileError(SpecdslError, RuntimeError):
 
 class PTXSignatureError(SpecdslError, ValueError):
     """A kernel's ``.entry`` or one of its ``.param`` declarations cannot be read from
-    the PTX (:func:`specdsl._runtime.signature.parse_entry`): no such entry, or a declaration that is
-    not PTX. The message quotes the declaration. A ``ValueError``, as it was before it
-    had a class."""
+    the PTX (:func:`specdsl._runtime.signature.parse_entry`): no such entry, or a
+    declaration that is not PTX. The message quotes the declaration. A ``ValueError``, as
+    it was before it had a class."""
 
 
 class LaunchError(SpecdslError, ValueError):

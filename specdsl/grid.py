@@ -13,11 +13,19 @@ import warnings
 
 from ._review.variants import (
     MAX_VARIANTS as MAX_GRID,
+)
+from ._review.variants import (
     VARIANTS_ATTRIBUTE as GRID_ATTRIBUTE,
+)
+from ._review.variants import (
     default_request,
     field_members,
-    pinned_variants as pinned_grid,
     representative_request,
+)
+from ._review.variants import (
+    pinned_variants as pinned_grid,
+)
+from ._review.variants import (
     spec_variants as spec_grid,
 )
 

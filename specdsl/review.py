@@ -17,7 +17,10 @@ from ._review.demo import run_case
 from ._review.renders import PtxDiff, RenderFile, diff_requests, write_renders
 from ._review.requests import format_request, parse_request
 from ._review.variants import (
-    MAX_VARIANTS, pinned_variants, representative_request, spec_variants,
+    MAX_VARIANTS,
+    pinned_variants,
+    representative_request,
+    spec_variants,
 )
 from ._review.verify import Verified, verify_request
 from ._runtime.compile import Compiled, compile_ptx

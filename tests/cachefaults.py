@@ -9,8 +9,8 @@ import pwd
 import shutil
 import tempfile
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -53,6 +53,7 @@ def binding_modes() -> Iterator[Path]:
     """
     # imported before the switch: as nobody, an interpreter under root's home cannot read them
     import cuda.core.utils  # noqa: F401
+
     from specdsl._runtime.compile import toolchain_version
 
     toolchain_version()

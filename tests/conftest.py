@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(params=["compiled", "python"])
 def launch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs a test on the compiled launch path and on the plain-Python one (specdsl._runtime.speedups):
+    """Runs a test on the compiled launch path and on the plain-Python one (specdsl.speedups):
     executors and packers made during the test take the path named by the parameter."""
     from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled
 

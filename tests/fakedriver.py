@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from specdsl.errors import LaunchError
 from specdsl._runtime.driver import LoadedKernel, OpenedDevice
 from specdsl._runtime.geometry import DeviceLimits
 from specdsl._runtime.streams import Streams
+from specdsl.errors import LaunchError
 
 #: The stand-in kernel's CUkernel handle, and the default stream's handle.
 FUNCTION, DEFAULT_STREAM = 1234, 7

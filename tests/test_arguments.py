@@ -12,13 +12,14 @@ from specdsl._runtime import readers
 from specdsl._runtime.geometry import DeviceLimits, check_geometry
 from specdsl._runtime.launchers import bound_core_launcher, core_launcher, writer
 from specdsl._runtime.params import ArgumentPacker
+from specdsl._runtime.signature import parse_entry
 from specdsl._runtime.streams import stream_handle
 from specdsl.kernels import VectorAdd
-from specdsl._runtime.signature import parse_entry
 
 
 def _packer(params: str, device_id: int | None = 0) -> ArgumentPacker:
-    ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({params})\n{{ ret; }}\n"
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
+           f".visible .entry k({params})\n{{ ret; }}\n")
     return ArgumentPacker(parse_entry(ptx, "k"), device_id=device_id)
 
 
@@ -35,13 +36,15 @@ def test_vector_add_packs_four_u64(vector_add):
 
 def test_argument_count(vector_add):
     """Three arguments for four parameters names all four."""
-    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
+    with pytest.raises(LaunchError,
+                       match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
         vector_add.values((0x1000, 0x2000, 0x3000))
 
 
 def test_negative_count_refused(vector_add):
     """-1 for the .u64 count is refused, naming n."""
-    with pytest.raises(LaunchError, match=r"parameter 'n' \(\.u64 n\) expects an int in \[0, 2\*\*64\) \(got -1"):
+    with pytest.raises(LaunchError, match=r"parameter 'n' \(\.u64 n\) expects an int in "
+                                          r"\[0, 2\*\*64\) \(got -1"):
         vector_add.values((0x1000, 0x2000, 0x3000, -1))
 
 
@@ -128,7 +131,7 @@ def test_numpy_scalar_of_wrong_kind_refused():
     """np.float32 for a .u32 is refused; np.uint32 in range is taken."""
     packer = _packer(".param .u32 n")
     assert packer.values((np.uint32(7),)) == [7]
-    with pytest.raises(LaunchError, match="np.float32|numpy.float32"):
+    with pytest.raises(LaunchError, match=r"np\.float32|numpy\.float32"):
         packer.values((np.float32(7),))
 
 
@@ -194,7 +197,7 @@ def test_stream_protocols():
 
 def test_raw_int_stream_refused():
     """A bare int is not a stream."""
-    with pytest.raises(LaunchError, match="stream must be a cuda.core Stream"):
+    with pytest.raises(LaunchError, match=r"stream must be a cuda\.core Stream"):
         stream_handle(7)
 
 
@@ -243,7 +246,8 @@ def test_block_over_kernel_threads():
 def test_shared_memory_opt_in_limit():
     """Dynamic plus static shared memory above the opt-in limit is refused; at it, taken."""
     limit = LIMITS.shared_per_block_optin
-    assert check_geometry(1, 32, limit - 1024, LIMITS, static_shared=1024).shared_mem == limit - 1024
+    geometry = check_geometry(1, 32, limit - 1024, LIMITS, static_shared=1024)
+    assert geometry.shared_mem == limit - 1024
     with pytest.raises(LaunchError, match=f"exceed the device's opt-in limit of {limit} bytes"):
         check_geometry(1, 32, limit - 1023, LIMITS, static_shared=1024)
 
@@ -363,7 +367,7 @@ def _numpy_args(args):
 
     types = [None, np.uint8, np.int16, np.uint32, np.int32, np.uint64, np.int64, None,
              np.float16, np.float32, np.float64, None, np.int8, None, np.uint16, None]
-    return tuple(v if t is None else t(v) for v, t in zip(args, types))
+    return tuple(v if t is None else t(v) for v, t in zip(args, types, strict=True))
 
 
 def _bytes_cuda_core_packs(values, packer):
@@ -407,7 +411,8 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
     expected = packer.pack(args)
     for *_, values in seen:
         got = _bytes_cuda_core_packs(values, packer)
-        for param, offset, field in zip(packer.signature.params, packer.offsets, got):
+        for param, offset, field in zip(packer.signature.params, packer.offsets, got,
+                                        strict=True):
             assert field == expected[offset:offset + param.size], (param.name, field)
 
 

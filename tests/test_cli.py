@@ -13,7 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from conftest import gpu_available
 from specdsl import derived_key, render

@@ -7,12 +7,16 @@ import re
 import pytest
 
 from specdsl import CompileError, Executor, render
-from specdsl._runtime.compile import (CompileOptions, compile_ptx, link_options, linker_options,
-                             toolchain_version)
+from specdsl._runtime.compile import (
+    CompileOptions,
+    compile_ptx,
+    link_options,
+    linker_options,
+    toolchain_version,
+)
+from specdsl._spec.target import Target
 from specdsl.errors import ConfigError
 from specdsl.kernels import VectorAdd
-from specdsl._spec.target import Target
-
 from test_resources import _spilling_ptx
 
 

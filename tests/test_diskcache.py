@@ -14,17 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
+from handkeyed import HandKeyedAdd
 from specdsl import Executor
-from specdsl._runtime.compile import CompileOptions, compile_ptx
 from specdsl._base.cachedir import resolve_cache_dir
 from specdsl._base.cachefiles import MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, unframe
+from specdsl._render.render import render
+from specdsl._runtime.compile import CompileOptions, compile_ptx
 from specdsl._runtime.diskcache import disk_key, ptx_key
 from specdsl.errors import CacheDirError, CacheWarning
 from specdsl.kernels import VectorAdd
-from specdsl._render.render import render
-
-from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
-from handkeyed import HandKeyedAdd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +161,8 @@ RACER = textwrap.dedent("""
     start = float(sys.argv[2])
     while time.time() < start:
         time.sleep(0.001)
-    module = Executor(None, target="sm_90", cache_dir=sys.argv[1]).ensure_module(VectorAdd(dtype="bf16"))
+    executor = Executor(None, target="sm_90", cache_dir=sys.argv[1])
+    module = executor.ensure_module(VectorAdd(dtype="bf16"))
     print(module.cubin.hex())
 """)
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from specdsl import Executor
-
 from specdsl._base import eviction
 from specdsl._base.cachefiles import read_entry
 from specdsl.kernels import RMSNorm, VectorAdd

@@ -10,16 +10,21 @@ import time
 import pytest
 
 import specdsl._runtime.builds as builds_module
-from specdsl import (
-    CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
-    key_checking,
-)
-from specdsl._runtime.compile import compile_ptx, ptx_excerpt
-from specdsl._review.variants import representative_request
-from specdsl.kernels import ALL, VectorAdd
-
 from fakedriver import DEFAULT_STREAM, FUNCTION, CUresult, FakeDriver
 from handkeyed import HandKeyedAdd
+from specdsl import (
+    CompileError,
+    DType,
+    Executor,
+    IncompleteKeyError,
+    LaunchError,
+    TargetError,
+    derived_key,
+    key_checking,
+)
+from specdsl._review.variants import representative_request
+from specdsl._runtime.compile import compile_ptx, ptx_excerpt
+from specdsl.kernels import ALL, VectorAdd
 
 
 @pytest.fixture
@@ -108,7 +113,7 @@ def test_checking_off_skips_the_proof(executor):
 
 
 def test_miss_is_recorded_while_checking_is_off(executor):
-    """A miss compiled with checking off is still recorded: turning checking on proves later hits."""
+    """A miss compiled with checking off is still recorded: checking on proves later hits."""
     with key_checking(False):
         executor.ensure_module(HandKeyedAdd(dtype="f32"))
     assert executor.ledger.first_request("vadd", "sm_90") == HandKeyedAdd(dtype="f32")
@@ -430,8 +435,9 @@ def test_cuda_core_launch_failure_is_a_launch_error(launch_path):
     ex = Executor(0, cache_dir="off", driver=FakeDriver(core_error=refused))
     spec = VectorAdd()
     with pytest.raises(LaunchError, match=r"vector_add: cuda.core launch failed: "
-                                          r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*\(grid \(4, 1, 1\), "
-                                          r"block \(256, 1, 1\), shared_mem 0\)"):
+                                          r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*"
+                                          r"\(grid \(4, 1, 1\), block \(256, 1, 1\), "
+                                          r"shared_mem 0\)"):
         ex.launch(spec, *ARGS, grid=4, block=256)
     with pytest.raises(LaunchError, match=r"parameter 'a' .* expects an address aligned to 16"):
         ex.launch(spec, 0x7F0000000001, *ARGS[1:], grid=4, block=256)

@@ -4,7 +4,8 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specdsl import RenderError
 from specdsl._templating.immediates import bf16, encode_float, f16, f32, f64, integer

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from golden import check_golden
+from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import Fp8Quant
 from specdsl.kernels.case import Output, from_bits, to_bits
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
-
-from golden import check_golden
-from ptxcheck import assemble, assert_no_spills
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])

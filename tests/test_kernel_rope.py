@@ -8,13 +8,12 @@ import struct
 import numpy as np
 import pytest
 
+from golden import check_golden
+from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, SpecError, render
 from specdsl.kernels import RoPE
 from specdsl.kernels.case import Output, from_bits
 from specdsl.kernels.rope import example, reference
-
-from golden import check_golden
-from ptxcheck import assemble, assert_no_spills
 
 #: Positions the accuracy tests cover: 0, 1, one below a power of two, 2^16, 2^17 - 1.
 EDGE_POSITIONS = np.array([0, 1, 4095, 65536, 131071], dtype=np.int64)

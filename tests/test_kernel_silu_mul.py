@@ -7,13 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from golden import check_golden
+from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, SpecError, render
 from specdsl.kernels import SiluMul
 from specdsl.kernels.case import Output, from_bits
 from specdsl.kernels.silu_mul import example, reference
-
-from golden import check_golden
-from ptxcheck import assemble, assert_no_spills
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])

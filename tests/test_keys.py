@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from specdsl import DType, RenderError, SpecDefinitionError, derived_key, hand_key, render
 from specdsl._render.keys import DIGEST_HEX
 from specdsl.kernels import ALL, VectorAdd
-
 from strategies import TARGETS, launch_variations, requests, variations
 from userspecs import Toy
 
@@ -105,7 +105,7 @@ def test_template_pinned_within_a_process(tmp_path):
     (tmp_path / "p.ptx.j2").write_text('{% include "header.ptx.j2" %}\n.entry {{ entry }} // two\n')
 
     @kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)
-    class P:  # noqa: F811 - redefined on purpose
+    class P:
         n: int = baked(1)
 
     assert (render(P()), derived_key(P())) == before
@@ -140,8 +140,8 @@ def _key_inputs(spec, target) -> tuple:
     """What a derived key is made of: the class, each baked field's canonical value, the
     target (the template digests are fixed within a process)."""
     from specdsl import Target
-    from specdsl._spec.fields import canonical
     from specdsl._spec.decorator import baked_values
+    from specdsl._spec.fields import canonical
 
     return (type(spec), tuple(canonical(v) for v in baked_values(spec).values()),
             Target.parse(target))

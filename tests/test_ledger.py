@@ -14,11 +14,15 @@ import specdsl._proof.ledger as ledger_module
 import specdsl._proof.switch as switch_module
 from specdsl import DType, IncompleteKeyError, KeyLedger, baked, kernel_spec, launch, render
 from specdsl._proof.switch import (
-    checking_enabled, key_checking, parse_switch, proof_suspended, set_default_checking,
+    checking_enabled,
+    key_checking,
+    parse_switch,
+    proof_suspended,
+    set_default_checking,
     suspend_key_proof,
 )
-from specdsl.errors import CheckingSwitchError
 from specdsl._spec.target import Target
+from specdsl.errors import CheckingSwitchError
 
 
 @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
@@ -233,7 +237,7 @@ def test_key_first_compiled_while_suspended_is_proven_next_hit(Norm: type) -> No
 
 def test_key_must_be_a_nonempty_str(Norm: type) -> None:
     """A key that is not a non-empty str is refused with its value named."""
-    with pytest.raises(TypeError, match="non-empty str .got ''"):
+    with pytest.raises(TypeError, match=r"non-empty str \(got ''"):
         KeyLedger().record("", Norm(), "sm_90", "ptx")
     with pytest.raises(TypeError, match="got 42"):
         KeyLedger().prove(42, Norm(), "sm_90")
@@ -262,7 +266,7 @@ def test_sixteen_threads_no_false_positive_no_missed_mismatch(Norm: type) -> Non
     """16 threads prove and record over shared keys: exactly the bad requests raise."""
     ledger = KeyLedger()
     keys = [f"rmsnorm-{h}" for h in (1024, 2048, 4096, 8192)]
-    for hidden, key in zip((1024, 2048, 4096, 8192), keys):
+    for hidden, key in zip((1024, 2048, 4096, 8192), keys, strict=True):
         ledger.record(key, Norm(hidden=hidden), "sm_90", render(Norm(hidden=hidden)))
     barrier = threading.Barrier(16)
     results: list[tuple[bool, bool]] = []  # (expected to raise, raised)
@@ -368,9 +372,8 @@ def test_key_checking_is_context_local() -> None:
 
 def test_key_checking_refuses_non_bool() -> None:
     """key_checking takes a bool, not a truthy value."""
-    with pytest.raises(TypeError, match="True or False .got 'no'"):
-        with key_checking("no"):
-            pass
+    with pytest.raises(TypeError, match=r"True or False \(got 'no'"), key_checking("no"):
+        pass
 
 
 def test_environment_wins_over_plugin_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -446,9 +449,8 @@ def test_checking_default_without_a_setting_is_debug(monkeypatch: pytest.MonkeyP
 def test_mismatch_recorded_while_off_marks_the_key_incomplete() -> None:
     """Executors sharing a ledger: other PTX recorded with checking off makes every later
     proof under that key raise, even for a request equal to the first one."""
-    from specdsl import Executor
-
     from handkeyed import HandKeyedAdd
+    from specdsl import Executor
 
     ledger = KeyLedger()
     first = Executor(None, target="sm_90", cache_dir="off", ledger=ledger)

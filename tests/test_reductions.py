@@ -11,8 +11,8 @@ import pytest
 
 from ptxsim import SimError, run, segments, shared_arrays
 from specdsl import DType, SpecError, render
-from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
 from specdsl._templating.environment import environment
+from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
 
 BLOCKS = range(32, 1025, 32)
 OPS = ("add", "max", "min")

@@ -29,7 +29,7 @@ info    : Function properties for 'spiller':
 info    : used 10 registers, used 1 barriers, 256 stack, 1536 bytes smem, 540 bytes cmem[0], 0 bytes lmem
 info    : Function properties for 'second':
 info    : used 4 registers, used 1 barriers, 0 stack, 0 bytes smem, 536 bytes cmem[0], 0 bytes lmem
-"""
+"""  # noqa: E501 - verbatim log lines
 
 TWO_ENTRIES = """\
 .version 8.0

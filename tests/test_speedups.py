@@ -21,7 +21,8 @@ from specdsl._runtime.params import ArgumentPacker
 from specdsl._runtime.signature import parse_entry
 from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled, speedups
 
-needs_extension = pytest.mark.skipif(not compiled(), reason="specdsl._runtime._speedups is not built")
+needs_extension = pytest.mark.skipif(not compiled(),
+                                     reason="specdsl._runtime._speedups is not built")
 
 # every scalar type cuda.core takes, and pointers of different alignments and widths
 PARAMS = (".param .u64 .ptr .global .align 16 p, .param .u8 a, .param .s16 b, "
@@ -109,7 +110,8 @@ VALUES = st.one_of(
 
 
 def _packer() -> ArgumentPacker:
-    ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({PARAMS})\n{{ ret; }}\n"
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
+           f".visible .entry k({PARAMS})\n{{ ret; }}\n")
     return ArgumentPacker(parse_entry(ptx, "k"), device_id=0)
 
 
@@ -124,7 +126,7 @@ def _outcomes(args: tuple) -> list[tuple]:
     outcomes = []
     for pure in (True, False):
         seen: list = []
-        fire = _fire(pure, lambda *a: seen.append(a))
+        fire = _fire(pure, lambda *a, seen=seen: seen.append(a))
         try:
             err = fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
         except LaunchError as exc:

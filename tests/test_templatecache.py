@@ -15,17 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
 from specdsl import render
-
-from specdsl._templating import cache as templatecache
-
-from specdsl._templating import environment as templating
 from specdsl._base.cachefiles import BYTECODE_MAGIC, FACTS_MAGIC, frame
+from specdsl._render.render import render_context
+from specdsl._templating import cache as templatecache
+from specdsl._templating import environment as templating
 from specdsl.errors import CacheWarning
 from specdsl.kernels import VectorAdd
-from specdsl._render.render import render_context
-
-from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = VectorAdd(dtype="f16")

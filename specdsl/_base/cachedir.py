@@ -12,8 +12,8 @@ it without writing (:class:`Writes`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..config import Knobs, knobs, parse_folder
 from ..errors import CacheDirError

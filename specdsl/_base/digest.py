@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["labelled_sha256", "source_digest"]
 

@@ -20,8 +20,8 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import attrs
 

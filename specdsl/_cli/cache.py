@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from .._base import eviction
-from ..config import Knobs, knobs, parse_size
 from .._base.cachedir import prepare_folder
+from ..config import Knobs, knobs, parse_size
 from ..errors import CacheDirError, ConfigError
 
 __all__ = ["add_arguments", "command_cache", "format_size"]

@@ -2,7 +2,8 @@
 
 Each prints text, or with ``--json`` one JSON document whose schema ``docs/cli.md``
 states. The facts come from the library: the spec's fields (attrs), the derived key's
-inputs (:func:`specdsl._render.keys.key_inputs`) and the key proofs (:mod:`specdsl._proof.analysis`).
+inputs (:func:`specdsl._render.keys.key_inputs`) and the key proofs
+(:mod:`specdsl._proof.analysis`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any
 import attrs
 
 from .._proof.analysis import KeyReport, analyze_class
-from .main import FOUND, OK
-from .output import json_value, print_json, request_fields
-from .._spec.fields import DOC, role_of
 from .._render.keys import derived_key, hand_key, key_inputs
 from .._review.requests import builtin_specs, format_request, parse_request, spec_name
 from .._spec.decorator import spec_info
+from .._spec.fields import DOC, role_of
+from .main import FOUND, OK
+from .output import json_value, print_json, request_fields
 from .specs import resolve_spec, spec_classes
 
 __all__ = ["command_list", "command_key", "command_check_keys", "format_report"]

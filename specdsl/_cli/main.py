@@ -30,9 +30,9 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from .._spec.target import Target
 from ..errors import SpecdslError, UnreadFieldWarning
 from .user_modules import describe_exception, in_specdsl
-from .._spec.target import Target
 
 __all__ = ["main", "build_parser", "OK", "FOUND", "ERROR"]
 

@@ -2,9 +2,8 @@
 
 Request words follow one grammar: a ``SPEC`` (built-in name, ``package.module:ClassName``
 or ``path/file.py:ClassName``) followed by its ``field=value`` assignments; a word
-without ``=`` starts the next spec. The work is done by :mod:`specdsl.review`,
-:mod:`specdsl._review.verify` and :mod:`specdsl._review.demo`; this module turns words into requests and
-prints what those return.
+without ``=`` starts the next spec. The work is done by the review library
+(:mod:`specdsl.review`); this module turns words into requests and prints what it returns.
 """
 
 from __future__ import annotations
@@ -17,21 +16,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .main import B_WORDS, FOUND, OK, UsageError
-from .output import print_json, request_fields, table
-from .._runtime.compile import CompileOptions
-from ..errors import ConfigError, SpecError
 from .._render.keys import derived_key
 from .._render.render import render
-from .._review.requests import (
-    build_request, builtin_specs, format_request, parse_assignments, parse_request, spec_name,
-)
-from .specs import resolve_spec
 from .._review.renders import diff_requests, write_renders
-from .._spec.target import Target
-from .._spec.values import unique
+from .._review.requests import (
+    build_request,
+    builtin_specs,
+    format_request,
+    parse_assignments,
+    parse_request,
+    spec_name,
+)
 from .._review.variants import pinned_variants, representative_request
 from .._review.verify import Verified, verify_request
+from .._runtime.compile import CompileOptions
+from .._spec.target import Target
+from .._spec.values import unique
+from ..errors import ConfigError, SpecError
+from .main import B_WORDS, FOUND, OK, UsageError
+from .output import print_json, request_fields, table
+from .specs import resolve_spec
 
 __all__ = ["split_requests", "collect_requests", "command_render", "command_diff",
            "command_verify", "command_run"]

@@ -28,13 +28,20 @@ from typing import Any
 
 import attrs
 
-from .sampling import (
-    TIME_LIMIT_S, Counterexample, Samples, call_key, field_candidates, random_request,
-    sampled_proof, template_fields, valid_default_request,
-)
 from .._spec.decorator import spec_info
 from .._spec.target import Target
 from .._spec.values import candidates
+from .sampling import (
+    TIME_LIMIT_S,
+    Counterexample,
+    Samples,
+    call_key,
+    field_candidates,
+    random_request,
+    sampled_proof,
+    template_fields,
+    valid_default_request,
+)
 
 __all__ = [
     "KeyReport", "Counterexample", "Samples", "template_fields", "key_reads", "candidates",
@@ -69,7 +76,7 @@ class KeyReport:
     key_fields_any: frozenset[str] = frozenset()
     missing: frozenset[str] = frozenset()
     extra: frozenset[str] = frozenset()
-    samples: Samples = Samples()
+    samples: Samples = attrs.field(factory=Samples)
     note: str = ""
 
     @property

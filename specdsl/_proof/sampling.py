@@ -18,12 +18,12 @@ from typing import Any
 
 import attrs
 
-from ..errors import RenderError, SpecDefinitionError, SpecdslError
-from .._spec.fields import canonical
 from .._render.render import render
 from .._spec.decorator import spec_info
+from .._spec.fields import canonical
 from .._spec.target import Target
 from .._spec.values import candidates
+from ..errors import RenderError, SpecDefinitionError, SpecdslError
 
 __all__ = ["Counterexample", "Samples", "sampled_proof", "template_fields", "call_key",
            "valid_default_request", "random_request", "field_candidates", "TIME_LIMIT_S"]

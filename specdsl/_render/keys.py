@@ -17,10 +17,10 @@ from typing import Any
 
 import jinja2
 
-from ..errors import SpecDefinitionError
-from .._spec.fields import canonical
 from .._spec.decorator import spec_info
+from .._spec.fields import canonical
 from .._spec.target import Target
+from ..errors import SpecDefinitionError
 
 __all__ = ["derived_key", "hand_key", "key_inputs", "KEY_SCHEMA", "DIGEST_HEX"]
 
@@ -31,7 +31,7 @@ KEY_SCHEMA = "specdsl-derived-key/1"
 DIGEST_HEX = 40
 
 
-def _field(h: "hashlib._Hash", label: str, value: str) -> None:
+def _field(h: hashlib._Hash, label: str, value: str) -> None:
     data = value.encode()
     h.update(f"{label}:{len(data)}:".encode())
     h.update(data)

@@ -9,9 +9,9 @@ from typing import Any
 import jinja2
 
 from .._base.digest import source_digest
-from ..errors import RenderError, UnsupportedTargetError
 from .._spec.decorator import spec_info
 from .._spec.target import Target
+from ..errors import RenderError, UnsupportedTargetError
 
 __all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import attrs
 
-from ..errors import UnsupportedTargetError
 from .._render.keys import derived_key
 from .._render.render import render
-from .requests import format_request, format_value
 from .._spec.decorator import spec_info
 from .._spec.target import Target
+from ..errors import UnsupportedTargetError
+from .requests import format_request, format_value
 
 __all__ = ["render_file_name", "render_file_text", "RenderFile", "write_renders", "PtxDiff",
            "diff_requests", "MAX_NAME"]

@@ -29,9 +29,9 @@ from typing import Any
 
 import attrs
 
-from ..errors import SpecDefinitionError, SpecError
 from .._spec.decorator import spec_info
 from .._spec.values import field_members, unique, value_identity
+from ..errors import SpecDefinitionError, SpecError
 
 __all__ = ["VARIANTS_ATTRIBUTE", "MAX_VARIANTS", "spec_variants", "pinned_variants",
            "default_request", "representative_request", "field_members"]

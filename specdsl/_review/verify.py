@@ -11,13 +11,13 @@ from typing import Any
 
 import attrs
 
-from .._runtime.compile import CompileOptions, compile_ptx
-from ..errors import CompileError, RenderError, SpecError, UnsupportedTargetError
 from .._render.keys import derived_key
 from .._render.render import render
+from .._runtime.compile import CompileOptions, compile_ptx
 from .._runtime.resources import Resources
 from .._spec.decorator import spec_info
 from .._spec.target import Target
+from ..errors import CompileError, RenderError, SpecError, UnsupportedTargetError
 
 __all__ = ["Verified", "verify_request"]
 

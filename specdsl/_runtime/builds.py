@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._proof.ledger import KeyLedger
 from .._render.keys import derived_key

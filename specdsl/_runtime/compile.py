@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import CompileError, ConfigError, TargetError
 from .._spec.target import Target, known_targets
+from ..errors import CompileError, ConfigError, TargetError
 
 if TYPE_CHECKING:
     from .resources import Resources
@@ -43,7 +43,7 @@ class Compiled:
     seconds: float
     target: Target
 
-    def resources(self) -> "dict[str, Resources]":
+    def resources(self) -> dict[str, Resources]:
         """``{entry: Resources}`` from the log: registers, spills, stack, shared memory."""
         from .resources import parse_resources
 
@@ -166,7 +166,7 @@ def _file_identity(path: str) -> str:
     return f"{os.path.basename(path)}, {info.st_size} bytes, mtime {info.st_mtime_ns}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _toolchain_refusal(sm: str, isa: str) -> str | None:
     # nvJitLink has no call that lists its targets: link a module of one empty entry for
     # the target (about 5 ms), once per process and target. None: it links.

@@ -21,16 +21,16 @@ back, so a PTX entry can never pair with a cubin compiled from other text.
 Where: the ``cache_dir`` argument, else ``SPECDSL_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/specdsl`` (default ``~/.cache/specdsl``); ``off`` turns it off. Every
 folder specdsl uses there (the root, ``entries/`` and each of its subfolders, ``tmp/``,
-``jinja/``) must be a private folder of this user (:func:`specdsl._base.cachedir.prepare_folder`). A folder that
-cannot be created or written is a :class:`~specdsl.errors.CacheWarning`, and the
-process carries on without writing.
+``jinja/``) must be a private folder of this user
+(:func:`specdsl._base.cachedir.prepare_folder`). A folder that cannot be created or written
+is a :class:`~specdsl.errors.CacheWarning`, and the process carries on without writing.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .._base.cachedir import Writes, prepare_folder, warn_unusable
 from .._base.cachefiles import MAGIC, PTX_MAGIC, frame, read_entry, unframe, warn_once
@@ -52,7 +52,8 @@ def disk_key(*, derived_key: str, ptx_sha256: str, target: str, options: Sequenc
         derived_key: the request's derived key (never a hand-written one).
         ptx_sha256: hex SHA-256 of the PTX compiled.
         target: the target name, e.g. ``"sm_90"``.
-        options: the nvJitLink options, one string each (:func:`specdsl._runtime.compile.link_options`).
+        options: the nvJitLink options, one string each
+            (:func:`specdsl._runtime.compile.link_options`).
         toolchain: nvJitLink's full version (:func:`specdsl._runtime.compile.toolchain_version`).
     """
     return labelled_sha256([

@@ -10,7 +10,8 @@ are called from the generated or compiled launchers directly, one call a launch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import LaunchError
 from .geometry import DeviceLimits

@@ -17,9 +17,11 @@ imported lazily: importing this module needs no GPU, driver or cuda-python.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -323,7 +325,5 @@ class Executor:
 
 
 def _probe_toolchain() -> None:
-    try:
+    with contextlib.suppress(Exception):  # reported where needed: the first disk-cache lookup
         toolchain_version()
-    except Exception:  # reported where it is needed: the first disk-cache lookup
-        pass

@@ -41,11 +41,12 @@ class LastGeometry(NamedTuple):
     grid: Any
     block: Any
     shared_mem: Any
-    checked: LaunchGeometry | None
+    checked: LaunchGeometry
 
 
-#: A module's last geometry before its first launch: objects no caller can pass.
-NO_GEOMETRY = LastGeometry(object(), object(), object(), None)
+#: A module's last geometry before its first launch: objects no caller can pass (so its
+#: all-zero geometry is never launched).
+NO_GEOMETRY = LastGeometry(object(), object(), object(), LaunchGeometry(0, 0, 0, 0, 0, 0, 0, None))
 
 
 @attrs.frozen
@@ -82,7 +83,7 @@ def _dims(label: str, value: Any) -> tuple[int, int, int]:
         raise LaunchError(f"{label} must be a positive int or a tuple of 1 to 3 positive ints "
                           f"(got {describe(value)})")
     out = []
-    for axis, item in zip("xyz", items):
+    for axis, item in zip("xyz", items, strict=False):
         if not is_int(item):
             raise LaunchError(f"{label}.{axis} must be an int (got {describe(item)})")
         if int(item) < 1:
@@ -118,15 +119,15 @@ def check_geometry(grid: Any, block: Any, shared_mem: Any, limits: DeviceLimits,
     """
     g = _dims(f"{entry}: grid", grid)
     b = _dims(f"{entry}: block", block)
-    for axis, extent, top in zip("xyz", g, limits.max_grid):
+    for axis, extent, top in zip("xyz", g, limits.max_grid, strict=True):
         if extent > top:
             raise LaunchError(f"{entry}: grid.{axis} = {extent} exceeds the device's {top}")
     c = _dims(f"{entry}: cluster", cluster)
-    if any(extent % size for extent, size in zip(g, c)):
+    if any(extent % size for extent, size in zip(g, c, strict=True)):
         raise LaunchError(f"{entry}: grid {g} is not a whole number of the kernel's clusters "
                           f"of {c} CTAs (.reqnctapercluster): each grid extent must be a "
                           f"multiple of the cluster's (a built-in spec's launch_dims gives one)")
-    for axis, extent, top in zip("xyz", b, limits.max_block):
+    for axis, extent, top in zip("xyz", b, limits.max_block, strict=True):
         if extent > top:
             raise LaunchError(f"{entry}: block.{axis} = {extent} exceeds the device's {top}")
     threads = b[0] * b[1] * b[2]

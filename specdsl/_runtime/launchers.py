@@ -25,11 +25,18 @@ import hashlib
 import linecache
 import struct
 import threading
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from .params import (
-    INLINE_FLOAT, INLINE_INT, INLINE_POINTER, ArgumentPacker, float_bits, wide, wrap_u64,
+    INLINE_FLOAT,
+    INLINE_INT,
+    INLINE_POINTER,
+    ArgumentPacker,
+    float_bits,
+    wide,
+    wrap_u64,
 )
 from .readers import buffer_type, tensor_type
 from .signature import Param
@@ -138,7 +145,7 @@ def _core_source(packer: ArgumentPacker) -> tuple[list[str], str]:
     """The check lines and ``", v0, v1, ..."``: the checked values as cuda.core takes them."""
     body, names = _check_source(packer, core=True)
     return body, "".join(", " + _core_value(param, name)
-                         for param, name in zip(packer.signature.params, names))
+                         for param, name in zip(packer.signature.params, names, strict=True))
 
 
 def _core_names(core_launch: Callable[..., Any], kernel: Any) -> dict[str, Any]:
@@ -242,7 +249,7 @@ def _generate(packer: ArgumentPacker, name: str, lines: list[str], extra: dict[s
     source = "\n".join(lines) + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     filename = f"<specdsl {name} {packer.signature.entry} {digest}>"
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - generated, as attrs does
+    exec(compile(source, filename, "exec"), namespace)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return namespace.pop(name)  # not kept in its own globals: no reference cycle
 

@@ -21,16 +21,27 @@ launcher when a module is built.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from .._proof.switch import checking_enabled, proof_suspended
 from .._spec.decorator import spec_info
 from ..errors import LaunchError
 from .driver import Driver
-from .geometry import DeviceLimits, Geometry, LastGeometry, LaunchGeometry, check_geometry, exact_dims
+from .geometry import (
+    DeviceLimits,
+    Geometry,
+    LastGeometry,
+    LaunchGeometry,
+    check_geometry,
+    exact_dims,
+)
 from .launchers import (
-    bound_core_launcher, bound_driver_launcher, core_launcher, driver_launcher,
+    bound_core_launcher,
+    bound_driver_launcher,
+    core_launcher,
+    driver_launcher,
 )
 from .modules import Module, ModuleCache
 from .params import ArgumentPacker
@@ -152,24 +163,24 @@ class Launcher:
     def bind(self, spec: Any, *, grid: Any, block: Any, stream: Any = None,
              shared_mem: int = 0, key: str | None = None) -> Callable[..., None]:
         """:meth:`specdsl.Executor.bind` (see there)."""
-        self._last = last = self.lookup(spec, key)
-        module = last.module
-        assert module is not None and module.packer is not None  # lookup launches only loaded modules
+        module, proven = self._find(spec, key)
+        self._last = LastLaunch(spec, key, module, proven)
         checked = self.geometry(module, grid, block, shared_mem).checked
-        assert checked is not None  # a checked geometry, never the placeholder
         streams = self.default_streams if stream is None else self.streams(stream)
+        packer, driver = module.packer, self.driver
+        if packer is None or driver is None:  # _find refuses a compile-only executor first
+            raise LaunchError(f"{module.signature.entry}: the module is not loaded on a device")
 
         def on_error(err: Any, args: tuple[Any, ...]) -> None:
             self.failed(err, module, checked, streams, args)
 
         bound: Any
-        if module.through_core:
-            bound = bound_core_launcher(module.packer, self.driver.core_launch, module.kernel,
-                                        streams, checked.config, on_error,
-                                        compiled=self.compiled)
+        if module.through_core and driver.core_launch is not None:
+            bound = bound_core_launcher(packer, driver.core_launch, module.kernel, streams,
+                                        checked.config, on_error, compiled=self.compiled)
         else:
-            bound = bound_driver_launcher(module.packer, self.driver.launch_kernel,
-                                          module.function, streams.handle, checked, on_error)
+            bound = bound_driver_launcher(packer, driver.launch_kernel, module.function,
+                                          streams.handle, checked, on_error)
         bound.module, bound.stream = module, stream  # the stream object stays alive
         bound.grid, bound.block, bound.shared_mem = checked[:3], checked[3:6], checked[6]
         return bound
@@ -184,18 +195,20 @@ class Launcher:
             LaunchError: a compile-only executor, or ``spec``/``key`` of the wrong type.
             IncompleteKeyError, RenderError, CompileError: as ``Executor.ensure_module``.
         """
+        return LastLaunch(spec, key, *self._find(spec, key))
+
+    def _find(self, spec: Any, key: str | None) -> tuple[Module, bool]:
         try:
             module, proven = self._memo[(spec, key)]
         except KeyError:
-            module, proven = self._remember(spec, key)
+            return self._remember(spec, key)
         except TypeError:
             raise LaunchError(f"spec must be a kernel spec request and key a str "
                               f"(got {type(spec).__qualname__}, {key!r})") from None
-        else:
-            self.hits += 1
-            if not proven and checking_enabled() and not proof_suspended():
-                module, proven = self._remember(spec, key)
-        return LastLaunch(spec, key, module, proven)
+        self.hits += 1
+        if not proven and checking_enabled() and not proof_suspended():
+            return self._remember(spec, key)
+        return module, proven
 
     def _remember(self, spec: Any, key: str | None) -> tuple[Module, bool]:
         if self.driver is None:

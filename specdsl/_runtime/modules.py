@@ -10,8 +10,9 @@ switch is on, the ledger proves that the request renders the PTX compiled under 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 

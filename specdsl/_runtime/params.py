@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._spec.fields import is_bool_like
 from ..errors import LaunchError
@@ -163,7 +164,8 @@ class ArgumentPacker:
             raise LaunchError(
                 f"{self.signature.entry} takes {self.count} argument(s) ({names}), "
                 f"got {len(args)}")
-        return [convert(value, stream) for convert, value in zip(self.converters, args)]
+        return [convert(value, stream)
+                for convert, value in zip(self.converters, args, strict=True)]
 
     @property
     def through_core(self) -> bool:
@@ -176,8 +178,9 @@ class ArgumentPacker:
     def inline_check(param: Param, core: bool = False) -> tuple[int, int, int, int, float]:
         """What a launch takes inline for ``param``, without calling its converter.
 
-        One definition serves the generated Python checks (:mod:`specdsl._runtime.launchers`) and the
-        compiled ones (:mod:`specdsl._runtime._speedups`), so both take the same values inline.
+        One definition serves the generated Python checks (:mod:`specdsl._runtime.launchers`)
+        and the compiled ones (:mod:`specdsl._runtime._speedups`), so both take the same values
+        inline.
 
         Returns:
             ``(how, low, high, misaligned, largest)``: ``how`` is one of the ``INLINE_*``
@@ -207,7 +210,7 @@ class ArgumentPacker:
         turning the converter's value into what cuda.core takes (``None``: as it is).
         What :class:`specdsl._runtime._speedups.CoreLaunch` is built from."""
         plan = []
-        for param, convert in zip(self.signature.params, self.converters):
+        for param, convert in zip(self.signature.params, self.converters, strict=True):
             how, low, high, misaligned, largest = self.inline_check(param, core=True)
             if param.kind == "f" and param.count is None:
                 post = float_bits[param.bits]

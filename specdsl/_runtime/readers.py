@@ -10,7 +10,8 @@ problem or "")``; the converter of :mod:`specdsl._runtime.params` turns a proble
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Reader", "READERS", "reader_for", "read_int_like", "read_buffer", "read_torch",
            "read_view", "buffer_type", "tensor_type"]
@@ -61,8 +62,8 @@ def read_view(value: Any, stream: int) -> tuple[int, int | None, str]:
         for extent in reversed(view.shape):
             expected.append(step)
             step *= extent
-        if tuple(s for s, n in zip(strides, view.shape) if n > 1) != tuple(
-                s for s, n in zip(reversed(expected), view.shape) if n > 1):
+        if tuple(s for s, n in zip(strides, view.shape, strict=True) if n > 1) != tuple(
+                s for s, n in zip(reversed(expected), view.shape, strict=True) if n > 1):
             return 0, None, "the array is not C-contiguous"
     return view.ptr, view.device_id, ""
 

@@ -11,7 +11,8 @@ and nvJitLink then summarizes the linked cubin::
 
     info    : 0 bytes gmem, 64 bytes cmem[3]
     info    : Function properties for 'vector_add':
-    info    : used 20 registers, used 5 barriers, 0 stack, 1536 bytes smem, 560 bytes cmem[0], 0 bytes lmem
+    info    : used 20 registers, used 5 barriers, 0 stack, 1536 bytes smem, 560 bytes cmem[0],
+              0 bytes lmem   (one line in the log, wrapped here)
 
 Registers, barriers, stack frame, spills and static shared memory are read from
 ptxas's lines (nvJitLink's shared-memory figure adds the 1 KiB the system reserves

@@ -15,7 +15,7 @@ arguments against it.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 

@@ -1,12 +1,13 @@
 """Which launch path runs: the compiled one (:mod:`specdsl._runtime._speedups`) or plain Python.
 
 Installing specdsl builds ``specdsl._runtime._speedups`` from
-``specdsl/_runtime/_speedups.pyx`` with Cython where a C compiler is found; the build is optional, and without it specdsl runs its
-plain-Python launch path, which checks and refuses exactly the same arguments (only
-slower: ``docs/performance.md``). ``SPECDSL_PURE_PYTHON=1`` (a switch: ``1``/``0``,
-``true``/``false``, ``yes``/``no``, ``on``/``off``) chooses the Python path even where the
-extension is built (for debugging, and for testing both). An
-:class:`~specdsl.Executor` reads the choice once, when it is made.
+``specdsl/_runtime/_speedups.pyx`` with Cython where a C compiler is found; the build is
+optional, and without it specdsl runs its plain-Python launch path, which checks and
+refuses exactly the same arguments (only slower: ``docs/performance.md``).
+``SPECDSL_PURE_PYTHON=1`` (a switch: ``1``/``0``, ``true``/``false``, ``yes``/``no``,
+``on``/``off``) chooses the Python path even where the extension is built (for debugging,
+and for testing both). An :class:`~specdsl.Executor` reads the choice once, when it is
+made.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ checked that the stream belongs to the executor's device.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import LaunchError
 from .params import describe

@@ -10,19 +10,31 @@ import linecache
 import sys
 import typing
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import jinja2
 
+from .._templating.environment import CONTEXT_NAMES, TemplateFacts, environment, template_facts
 from ..errors import (
-    NotASpecError, SpecArgumentError, SpecDefinitionError, SpecError, UnreadFieldWarning,
+    NotASpecError,
+    SpecArgumentError,
+    SpecDefinitionError,
+    SpecError,
+    UnreadFieldWarning,
 )
 from .fields import (
-    BAKED, LAUNCH, NONFINITE, canonical, make_coercer, reason_of, refusal, role_of,
+    BAKED,
+    LAUNCH,
+    NONFINITE,
+    canonical,
+    make_coercer,
+    reason_of,
+    refusal,
+    role_of,
 )
-from .._templating.environment import CONTEXT_NAMES, TemplateFacts, environment, template_facts
 
 __all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values"]
 
@@ -189,7 +201,7 @@ def _checked_init(cls: type, init: Callable[..., None]) -> Callable[..., None]:
               f"_specdsl_unknown_, {{{given}}})\n"
               f"    _specdsl_init_(self, {', '.join(call)})\n")
     filename = f"<specdsl __init__ {cls.__module__}.{cls.__qualname__} {id(cls):x}>"
-    exec(compile(source, filename, "exec"), names)  # noqa: S102 - generated, as attrs does
+    exec(compile(source, filename, "exec"), names)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     checked = names["__init__"]
     checked.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -215,7 +227,7 @@ def _refuse_call(cls: type, n_positional: int, extra: tuple, unknown: dict[str, 
     fields = [f for f in attrs.fields(cls) if f.init]
     names = [getattr(f, "alias", None) or f.name.lstrip("_") for f in fields]
     if extra:
-        by_position = [n for f, n in zip(fields, names) if not f.kw_only]
+        by_position = [n for f, n in zip(fields, names, strict=True) if not f.kw_only]
         raise SpecArgumentError(
             f"{owner} takes at most {n_positional} field value(s) by position "
             f"({', '.join(by_position)}), got {n_positional + len(extra)}; name them: "
@@ -226,7 +238,7 @@ def _refuse_call(cls: type, n_positional: int, extra: tuple, unknown: dict[str, 
         raise SpecArgumentError(
             f"{owner} has no field {', '.join(map(repr, unknown))} (fields: "
             f"{', '.join(names)}){guess}")
-    roles = {n: role_of(f) for f, n in zip(fields, names)}
+    roles = {n: role_of(f) for f, n in zip(fields, names, strict=True)}
     missing = [n for n, value in required.items() if value is _MISSING]
     raise SpecArgumentError(
         f"{owner} is missing required field(s) "

@@ -89,7 +89,7 @@ class DType(enum.Enum):
         return self.ptx[0] in "fbe"
 
     @classmethod
-    def parse(cls, value: Any) -> "DType":
+    def parse(cls, value: Any) -> DType:
         """Return the member for ``value``.
 
         Accepted, case-insensitively for names: a member; its short name (``"bf16"``) or
@@ -118,7 +118,7 @@ class DType(enum.Enum):
                             f"got {value!r}") from None
 
     @classmethod
-    def _missing_(cls, value: object) -> "DType | None":
+    def _missing_(cls, value: object) -> DType | None:
         # Enum's lookup hook: DType(value) for anything but a short name. Returns None
         # for an unknown value (Enum then raises ValueError); raises SpecError to say why
         # a value it recognises is refused.

@@ -13,7 +13,8 @@ import numbers
 import struct
 import types
 import typing
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import attrs
 
@@ -266,7 +267,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
                 return tuple(item(x) for x in v)
             if len(v) != arity:
                 raise fail(v, f"a tuple of {arity} items")
-            return tuple(c(x) for c, x in zip(items, v))
+            return tuple(c(x) for c, x in zip(items, v, strict=True))
         return tuple_
 
     if tp is bool:
@@ -334,7 +335,8 @@ def is_bool_like(v: Any) -> bool:
     """True for Python bools and NumPy's bool scalars (without importing NumPy; NumPy 2
     names the type ``bool``, NumPy 1 ``bool_``)."""
     kind = type(v)
-    return isinstance(v, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
+    return isinstance(v, bool) or (
+        kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
 
 
 def _try_canonical(v: Any) -> tuple | None:

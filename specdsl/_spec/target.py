@@ -87,7 +87,7 @@ class Target:
                 f"{self.sm} (needs {floor[0]}.{floor[1]} or newer)")
 
     @classmethod
-    def parse(cls, value: "Target | str") -> "Target":
+    def parse(cls, value: Target | str) -> Target:
         """Return a :class:`Target` for ``"sm_90"``, ``"sm_90a"``, ``"sm_100f"`` or a Target.
 
         Raises:
@@ -101,7 +101,7 @@ class Target:
         return _parse_text(value)
 
     @classmethod
-    def _from_text(cls, value: str) -> "Target":
+    def _from_text(cls, value: str) -> Target:
         match = _PATTERN.fullmatch(value.strip())
         if match is None:
             raise TargetError(f"target must look like 'sm_90' or 'sm_90a' (got {value!r})")
@@ -122,16 +122,16 @@ class Target:
         """The PTX ISA version for the ``.version`` directive, e.g. ``"8.0"``."""
         return f"{self.ptx_version[0]}.{self.ptx_version[1]}"
 
-    def __lt__(self, other: "Target | str") -> bool:
+    def __lt__(self, other: Target | str) -> bool:
         return self.arch < Target.parse(other).arch
 
-    def __le__(self, other: "Target | str") -> bool:
+    def __le__(self, other: Target | str) -> bool:
         return self.arch <= Target.parse(other).arch
 
-    def __gt__(self, other: "Target | str") -> bool:
+    def __gt__(self, other: Target | str) -> bool:
         return self.arch > Target.parse(other).arch
 
-    def __ge__(self, other: "Target | str") -> bool:
+    def __ge__(self, other: Target | str) -> bool:
         return self.arch >= Target.parse(other).arch
 
     def __str__(self) -> str:

@@ -1,1 +1,1 @@
-"""Templates: the Jinja environment that renders PTX, its filters, and static facts about templates."""
+"""Templates: the Jinja environment that renders PTX, its filters, and what templates read."""

@@ -34,11 +34,18 @@ from typing import Any
 
 import jinja2
 
-from .._base.cachefiles import (BYTECODE_MAGIC, FACTS_MAGIC, frame, read_entry, unframe, warn_once,
-                         write_entry)
-from ..config import knobs
-from .._base.digest import labelled_sha256, source_digest
 from .._base.cachedir import Writes, prepare_folder, warn_refused, warn_unusable
+from .._base.cachefiles import (
+    BYTECODE_MAGIC,
+    FACTS_MAGIC,
+    frame,
+    read_entry,
+    unframe,
+    warn_once,
+    write_entry,
+)
+from .._base.digest import labelled_sha256, source_digest
+from ..config import knobs
 from ..errors import CacheDirError, ConfigError
 
 __all__ = ["TemplateStore", "VerifiedBytecodeCache", "store", "bytecode_cache", "load_facts",

@@ -21,10 +21,10 @@ import attrs
 import jinja2
 from jinja2 import meta
 
+from ..errors import RenderError, TemplatesMissingError, UnsupportedTargetError
 from . import cache as templatecache
 from . import immediates
 from .immediates import is_ptx_text
-from ..errors import RenderError, TemplatesMissingError, UnsupportedTargetError
 
 __all__ = ["builtin_template_dir", "environment", "TemplateFacts", "template_facts",
            "CONTEXT_NAMES"]
@@ -165,7 +165,7 @@ class TemplateFacts:
     digest: str
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_facts(env: jinja2.Environment, name: str
                 ) -> tuple[str, frozenset[str], tuple[str | None, ...]]:
     # One template file's (source digest, undeclared names, referenced templates). Files

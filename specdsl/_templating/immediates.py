@@ -41,7 +41,7 @@ def _as_float(value: object, fmt: str) -> float:
 
 
 def encode_float(value: float, fmt: str, *, allow_nonfinite: bool = False) -> int:
-    """Return the bit pattern of ``value`` in IEEE format ``fmt`` (``"f16"``, ``"bf16"``, ``"f32"``).
+    """The bit pattern of ``value`` in IEEE format ``fmt`` (``"f16"``, ``"bf16"``, ``"f32"``).
 
     Rounds to nearest, ties to even, directly from binary64 (no double rounding).
 
@@ -93,7 +93,7 @@ def encode_float(value: float, fmt: str, *, allow_nonfinite: bool = False) -> in
 
 def f32(value: float, allow_nonfinite: bool = False) -> str:
     """``value`` as an exact PTX ``.f32`` immediate, e.g. ``1e-6 -> "0f358637BD"``."""
-    return "0f%08X" % encode_float(value, "f32", allow_nonfinite=allow_nonfinite)
+    return f"0f{encode_float(value, 'f32', allow_nonfinite=allow_nonfinite):08X}"
 
 
 def f64(value: float, allow_nonfinite: bool = False) -> str:
@@ -101,17 +101,17 @@ def f64(value: float, allow_nonfinite: bool = False) -> str:
     x = _as_float(value, "f64")
     if not allow_nonfinite and not math.isfinite(x):
         raise RenderError(f"f64 immediate must be finite (got {value!r})")
-    return "0d%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
+    return f"0d{struct.unpack('<Q', struct.pack('<d', x))[0]:016X}"
 
 
 def f16(value: float, allow_nonfinite: bool = False) -> str:
     """``value`` as a 16-bit pattern for a ``.b16`` move, e.g. ``1.0 -> "0x3C00"``."""
-    return "0x%04X" % encode_float(value, "f16", allow_nonfinite=allow_nonfinite)
+    return f"0x{encode_float(value, 'f16', allow_nonfinite=allow_nonfinite):04X}"
 
 
 def bf16(value: float, allow_nonfinite: bool = False) -> str:
     """``value`` as a bf16 16-bit pattern for a ``.b16`` move, e.g. ``1.0 -> "0x3F80"``."""
-    return "0x%04X" % encode_float(value, "bf16", allow_nonfinite=allow_nonfinite)
+    return f"0x{encode_float(value, 'bf16', allow_nonfinite=allow_nonfinite):04X}"
 
 
 def integer(value: int, ptx_type: str) -> str:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .._spec.dtype import DType
-from ..errors import SpecError
-from .._spec.fields import baked
 from .._spec.decorator import kernel_spec
-from .case import KernelCase, Output, from_bits, to_bits
+from .._spec.dtype import DType
+from .._spec.fields import baked
+from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, one_of
+from .case import KernelCase, Output, from_bits, to_bits
 
 __all__ = ["Fp8Quant", "reference", "example", "E4M3_MAX", "MIN_SCALE"]
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import attrs
 
-from .._templating import immediates
+from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
-from .._spec.decorator import kernel_spec
-from .case import KernelCase, Output, from_bits, to_bits
-from ._rows import check_whole_vectors, row_block, row_launch_dims
+from .._templating import immediates
 from ._checks import FLOAT_DTYPES, one_of
+from ._rows import check_whole_vectors, row_block, row_launch_dims
+from .case import KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "F32_MAX"]
 

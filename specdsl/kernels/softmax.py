@@ -7,14 +7,14 @@ from typing import Any
 
 import attrs
 
-from .._templating import immediates
-from .._spec.dtype import DType
-from ..errors import RenderError, SpecError
-from .._spec.fields import baked
 from .._spec.decorator import kernel_spec
-from .case import KernelCase, Output, from_bits, relative_error, to_bits
-from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims, threads_for
+from .._spec.dtype import DType
+from .._spec.fields import baked
+from .._templating import immediates
+from ..errors import RenderError, SpecError
 from ._checks import FLOAT_DTYPES, one_of
+from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims, threads_for
+from .case import KernelCase, Output, from_bits, relative_error, to_bits
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT"]
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
-from .._spec.decorator import kernel_spec
-from .case import KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
+from .case import KernelCase, Output, from_bits, to_bits
 
 __all__ = ["VectorAdd", "reference", "example"]
 

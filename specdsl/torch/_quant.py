@@ -1,7 +1,6 @@
 """``scaled_fp8_quant``: :class:`~specdsl.kernels.Fp8Quant` as two torch ops (dynamic
 per-token scales, one static scale), as vLLM splits it."""
 
-from typing import Optional
 
 import torch
 
@@ -16,7 +15,7 @@ _OP_NAME = "specdsl.torch.scaled_fp8_quant"
 FP8_DTYPE = torch.float8_e4m3fn
 
 
-def _check(x: torch.Tensor, scale: Optional[torch.Tensor] = None) -> None:
+def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
     _validate.float_tensor(_OP_NAME, "x", x)
     if scale is not None:
         _validate.tensor(_OP_NAME, "scale", scale)
@@ -40,7 +39,7 @@ def _scales(x: torch.Tensor) -> torch.Tensor:
     return torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
 
 
-def _quantize(x: torch.Tensor, scale: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The real implementation of both ops: ``(q, scale)``, with new per-token scales when
     ``scale`` is None."""
     static = scale is not None
@@ -56,7 +55,7 @@ def _quantize(x: torch.Tensor, scale: Optional[torch.Tensor]) -> tuple[torch.Ten
     return q, scale
 
 
-def _fake_check(x: torch.Tensor, scale: Optional[torch.Tensor]) -> None:
+def _fake_check(x: torch.Tensor, scale: torch.Tensor | None) -> None:
     _check(x, scale)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _request(x, scale is not None)
@@ -88,7 +87,7 @@ _DYNAMIC_OP = torch.ops.specdsl.dynamic_per_token_scaled_fp8_quant.default
 _STATIC_OP = torch.ops.specdsl.static_scaled_fp8_quant.default
 
 
-def scaled_fp8_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None
+def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize ``x`` to FP8 E4M3 codes with f32 scales: ``x ~ q.float() * scale``.
 

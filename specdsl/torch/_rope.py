@@ -1,7 +1,6 @@
 """``rotary_embedding``: :class:`~specdsl.kernels.RoPE` in place on q and k as a torch op."""
 
 import math
-from typing import Optional
 
 import torch
 
@@ -52,7 +51,7 @@ def _request(q, heads, head_dim, theta, style, rotary_dim):
 
 @torch.library.custom_op("specdsl::rotary_embedding", mutates_args=("q", "k"))
 def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
-                      theta: float, style: str, rotary_dim: Optional[int]) -> None:
+                      theta: float, style: str, rotary_dim: int | None) -> None:
     heads = _check(positions, q, k, head_dim)
     _validate.on_cuda(_OP_NAME, "q", q)
     _validate.disjoint(_OP_NAME, "q", q, "k", k)
@@ -74,7 +73,7 @@ _ROPE_OP = torch.ops.specdsl.rotary_embedding.default
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
                      theta: float = 10000.0, style: str = "neox",
-                     rotary_dim: Optional[int] = None) -> None:
+                     rotary_dim: int | None = None) -> None:
     """Rotary position embedding (RoFormer), applied to ``q`` and ``k`` in place.
 
     For the token at position ``p`` and each pair ``i < R/2`` (``R = rotary_dim``), the

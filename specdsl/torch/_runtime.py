@@ -118,7 +118,7 @@ def launch(spec: Any, args: tuple, dims: tuple, device: torch.device) -> None:
             run.launch(spec, *args, grid=grid, block=block, stream=stream)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cluster_sm_count(index: int) -> int:
     """Device ``index``'s SM count if it has thread block clusters (sm_90 or newer), else 0."""
     properties = torch.cuda.get_device_properties(index)

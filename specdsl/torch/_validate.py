@@ -9,7 +9,8 @@ storage) is checked by the real implementations alone.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
