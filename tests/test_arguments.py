@@ -13,7 +13,7 @@ from specdsl._runtime.geometry import DeviceLimits, check_geometry
 from specdsl._runtime.launchers import bound_core_launcher, core_launcher, writer
 from specdsl._runtime.params import ArgumentPacker
 from specdsl._runtime.signature import parse_entry
-from specdsl._runtime.streams import stream_handle
+from specdsl._runtime.streams import Streams, stream_handle
 from specdsl.kernels import VectorAdd
 
 
@@ -403,7 +403,7 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
     failures = []
     fired = core_launcher(packer, recorder("launch"), "k")(
         args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
-    bound_core_launcher(packer, recorder("bind"), "k", (0, "stream"), "config",
+    bound_core_launcher(packer, recorder("bind"), "k", Streams(0, "stream"), "config",
                                lambda exc, given: failures.append(exc))(*args)
     assert fired is None and failures == []  # cuda.core's stand-in took every value
     assert [(who, stream, config, kernel) for who, stream, config, kernel, _ in seen] == [

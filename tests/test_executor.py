@@ -577,7 +577,7 @@ def test_launch_is_a_documented_method_bound_to_the_held_launch_path(fake_core, 
     assert (launch_path == "compiled") != isinstance(holder, Launcher)
 
 
-def test_compiled_path_reads_the_named_tuples_fields_where_they_are(launch_path):
+def test_compiled_path_reads_the_named_tuples_fields_where_they_are():
     """The positions the compiled launch path reads the launcher's named tuples at are
     the positions of their fields."""
     from specdsl._runtime.geometry import LastGeometry, LaunchGeometry

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import CacheWarning
@@ -62,7 +63,7 @@ def _is_text(payload: bytes) -> bool:
 
 
 # What a payload of each format must also be, beyond its digest.
-_PAYLOAD_CHECK = {
+_PAYLOAD_CHECK: dict[bytes, Callable[[bytes], bool]] = {
     MAGIC: lambda payload: payload[:4] == _ELF,
     PTX_MAGIC: _is_text,
     FACTS_MAGIC: _is_text,

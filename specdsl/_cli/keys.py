@@ -19,7 +19,7 @@ from .._proof.analysis import KeyReport, analyze_class
 from .._render.keys import derived_key, hand_key, key_inputs
 from .._review.requests import builtin_specs, format_request, parse_request, spec_name
 from .._spec.decorator import spec_info
-from .._spec.fields import DOC, role_of
+from .._spec.fields import DOC, is_factory, role_of
 from .main import FOUND, OK
 from .output import json_value, print_json, request_fields
 from .specs import resolve_spec, spec_classes
@@ -33,11 +33,11 @@ def _type_name(tp: Any) -> str:
     return tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
 
 
-def _default(field: attrs.Attribute) -> tuple[str, Any]:
+def _default(field: attrs.Attribute[Any]) -> tuple[str, Any]:
     """``("required", None)``, ``("computed", None)`` or ``("value", default)``."""
     if field.default is attrs.NOTHING:
         return "required", None
-    if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+    if is_factory(field.default):
         return "computed", None
     convert = field.converter
     return "value", convert(field.default) if callable(convert) else field.default
@@ -140,7 +140,9 @@ def _status(report: KeyReport) -> str:
 
 
 def _diff_command(example: Any) -> str:
-    words = lambda request: format_request(request).partition(" ")[2]  # noqa: E731
+    def words(request: Any) -> str:
+        return format_request(request).partition(" ")[2]
+
     return (f"specdsl diff {spec_name(type(example.first))} {words(example.first)} -- "
             f"{words(example.second)}")
 

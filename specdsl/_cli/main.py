@@ -28,7 +28,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .._spec.target import Target
 from ..errors import SpecdslError, UnreadFieldWarning
@@ -76,7 +76,9 @@ class _DeprecatedGrid(argparse.Action):
 
 def _lazy(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        return getattr(importlib.import_module(f".{module}", __package__), function)(args)
+        handler: Callable[[argparse.Namespace], int] = getattr(
+            importlib.import_module(f".{module}", __package__), function)
+        return handler(args)
     return run
 
 
@@ -231,7 +233,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
-_WARNING_ACTIONS = ("default", "always", "ignore", "module", "once", "error")
+_WARNING_ACTIONS: tuple[Literal["default", "always", "ignore", "module", "once", "error"], ...] = (
+    "default", "always", "ignore", "module", "once", "error")
 
 
 def apply_warning_options() -> None:
@@ -275,7 +278,8 @@ class _ClosedPipeGuard:
     def write(self, text: str) -> int:
         if not self.closed:
             try:
-                return self._stream.write(text)
+                written: int = self._stream.write(text)
+                return written
             except BrokenPipeError:
                 self._close()
         return len(text)
@@ -306,7 +310,7 @@ class _ClosedPipeGuard:
 def _guarded_stdout() -> Iterator[None]:
     stream = sys.stdout
     guard = _ClosedPipeGuard(stream)
-    sys.stdout = guard  # type: ignore[assignment]
+    sys.stdout = guard
     try:
         yield
         guard.flush()
@@ -326,7 +330,8 @@ def _run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             if args.strict:
                 warnings.simplefilter("error", UnreadFieldWarning)
-            return args.handler(args)
+            status: int = args.handler(args)
+            return status
     except UsageError as exc:
         return _error(exc.prog, str(exc))
     except SpecdslError as exc:

@@ -24,7 +24,8 @@ import inspect
 import random
 import threading
 import types
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import attrs
 
@@ -102,7 +103,7 @@ _recording = threading.local()
 def _recording_class(cls: type) -> type:
     """A subclass of ``cls`` whose instances note each field read while recording is on."""
     names = frozenset(a.name for a in attrs.fields(cls))
-    base_getattribute = cls.__getattribute__
+    base_getattribute = cast(Callable[[Any, str], Any], cls.__getattribute__)
 
     def __getattribute__(self: Any, name: str) -> Any:
         reads = getattr(_recording, "reads", None)
@@ -134,7 +135,7 @@ class _StandIn:
             return values[name]
         cls = object.__getattribute__(self, "_cls")
         attr = inspect.getattr_static(cls, name)
-        if isinstance(attr, property):
+        if isinstance(attr, property) and attr.fget is not None:
             return attr.fget(self)
         if isinstance(attr, functools.cached_property):
             return attr.func(self)
@@ -151,7 +152,7 @@ def key_reads(request: Any) -> frozenset[str]:
     Raises:
         SpecDefinitionError: ``key()`` raised, or returned something other than a str.
     """
-    cls = type(request)
+    cls: Any = type(request)  # a spec class, hashable (functools.cache)
     copy = _recording_class(cls)(**{a.name: getattr(request, a.name)
                                     for a in attrs.fields(cls) if a.init})
     reads: set[str] = set()

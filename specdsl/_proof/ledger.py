@@ -58,7 +58,7 @@ class _Entry:
     as one object so lock-free readers never see half an update.
     """
 
-    last: tuple[Any, Target, str]
+    last: tuple[Any, Target | None, str]  # (None, None, ""): nothing proven
     proven: set[str]
     references: dict[Target, _Reference]
 
@@ -217,7 +217,7 @@ class KeyLedger:
             entry = self._entries.get(key)
             reference = None if entry is None else entry.references.get(target)
         digest = None
-        if reference is None:  # no record: hash this request's PTX (outside the lock)
+        if entry is None or reference is None:  # no record: hash this request's PTX
             digest = _sha256(render(spec, target))
             with self._lock:
                 entry, reference = self._adopt(key, spec, target, derived, digest)

@@ -13,7 +13,7 @@ import pytest
 
 from . import switch
 
-_PREVIOUS = pytest.StashKey[object]()
+_PREVIOUS = pytest.StashKey[bool | None]()
 
 
 def pytest_configure(config: pytest.Config) -> None:

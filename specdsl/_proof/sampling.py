@@ -14,13 +14,13 @@ import random
 import time
 import typing
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
 from .._render.render import render
 from .._spec.decorator import spec_info
-from .._spec.fields import canonical
+from .._spec.fields import canonical, is_factory
 from .._spec.target import Target
 from .._spec.values import candidates
 from ..errors import RenderError, SpecDefinitionError, SpecdslError
@@ -92,7 +92,7 @@ def call_key(cls: type, subject: Any) -> str:
             non-empty str.
     """
     try:
-        value = cls.key(subject)
+        value = cast(Any, cls).key(subject)  # a spec class with a key() method
     except Exception as exc:
         raise SpecDefinitionError(
             f"{cls.__qualname__}.key() raised {type(exc).__name__}: {exc} "
@@ -112,7 +112,7 @@ def field_candidates(cls: type) -> dict[str, list[Any]]:
         if not a.init:
             continue
         default = a.default
-        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        if is_factory(default):
             default = attrs.NOTHING  # computed by the class: see _factory_fields
         out[a.name] = candidates(hints[a.name], default)
     return out
@@ -122,7 +122,7 @@ def field_candidates(cls: type) -> dict[str, list[Any]]:
 def _factory_fields(cls: type) -> frozenset[str]:
     """Fields whose default the class computes (``attrs.Factory``), often from other fields."""
     return frozenset(a.name for a in attrs.fields(cls)
-                     if a.init and isinstance(a.default, attrs.Factory))  # type: ignore[arg-type]
+                     if a.init and is_factory(a.default))
 
 
 def _build(cls: type, values: dict[str, Any]) -> Any | None:
@@ -158,7 +158,8 @@ def random_request(cls: type, rng: random.Random) -> Any | None:
 
 def _variant(request: Any, field: str, rng: random.Random) -> Any | None:
     """``request`` with ``field`` changed to another valid value, or ``None`` if none is."""
-    pool = list(field_candidates(type(request))[field])
+    cls: Any = type(request)  # a spec class, hashable (functools.cache)
+    pool = list(field_candidates(cls)[field])
     rng.shuffle(pool)
     current = canonical(getattr(request, field))
     for value in pool:

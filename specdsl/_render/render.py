@@ -67,7 +67,8 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
     except RenderError as exc:
         raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
     except jinja2.TemplateError as exc:
-        where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        lineno = getattr(exc, "lineno", None)  # syntax and runtime errors carry one
+        where = f" line {lineno}" if lineno else ""
         raise RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}") from exc
     bad = _CONTROL.search(text)
     if bad:

@@ -31,7 +31,7 @@ def _host_array(buffer: Any, nbytes: int) -> Any:
     if nbytes == 0:
         return np.empty(0, np.uint8)
     raw = (ctypes.c_uint8 * nbytes).from_address(int(buffer.handle))
-    return np.frombuffer(raw, dtype=np.uint8)
+    return np.frombuffer(memoryview(raw), dtype=np.uint8)
 
 
 def run_case(executor: Any, case: Any, rng: Any = None) -> dict[str, float]:

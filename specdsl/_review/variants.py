@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from .._spec.decorator import spec_info
+from .._spec.fields import is_factory
 from .._spec.values import field_members, unique, value_identity
 from ..errors import SpecDefinitionError, SpecError
 
@@ -101,7 +102,7 @@ def _fallback(cls: type, pinned: Values) -> list[Values]:
     """Each finite baked field over its members (the default first); pinned fields stay."""
     defaults = {f.name: f.converter(f.default) if callable(f.converter) else f.default
                 for f in attrs.fields(cls)
-                if f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory)}
+                if f.default is not attrs.NOTHING and not is_factory(f.default)}
     hints = typing.get_type_hints(cls)
     axes: list[tuple[str, tuple[Any, ...]]] = []
     for name in spec_info(cls).baked:
@@ -150,7 +151,7 @@ def _named_values(request: Any) -> Values:
             continue
         value = getattr(request, f.name)
         default = f.default
-        if isinstance(default, attrs.Factory):
+        if is_factory(default):
             computed = default.factory(request) if default.takes_self else default.factory()
             if callable(f.converter):
                 computed = f.converter(computed)

@@ -34,7 +34,7 @@ from .compile import CompileOptions, toolchain_version
 from .diskcache import DiskCache, open_disk_cache
 from .driver import CudaDriver, Driver
 from .geometry import DeviceLimits
-from .launching import KernelLoader, Launcher
+from .launching import CompileOnly, KernelLoader, Launcher
 from .modules import Module, ModuleCache
 from .speedups import speedups
 from .streams import Streams
@@ -142,17 +142,26 @@ class Executor:
                                                      opened.default_stream)
             self.target = self._device_target(opened.compute_capability, target)
         self.limits = limits
-        load = None if self._driver is None else KernelLoader(self._driver, device, compiled)
-        self._builder = Builder(self.target, compile_options, self._disk, self.ledger, load)
-        self._modules = ModuleCache(self.target, self.ledger, self._builder.build)
-        self._launcher = Launcher(self._modules, self._driver, device, limits,
-                                  default_streams, compiled)
         # The launch path is an object the executor holds: the compiled LaunchPath over
-        # the launcher's slow paths, or the launcher itself. Its launch method is bound to
-        # this executor's `launch` attribute, so a launch pays for no Python frame of its
-        # own (Executor.launch below is the documented method, and what a subclass that
-        # overrides launch reaches through super()).
-        self._compiled_path = None if compiled is None else compiled.LaunchPath(self._launcher)
+        # the Python launcher's slow paths, or that launcher itself (or, without a device,
+        # one refusing every launch). Its launch method is bound to this executor's
+        # `launch` attribute, so a launch pays for no Python frame of its own
+        # (Executor.launch below is the documented method, and what a subclass overriding
+        # launch reaches through super()).
+        self._launcher: Launcher | CompileOnly
+        self._compiled_path = None
+        if self._driver is None or device is None:
+            self._builder = Builder(self.target, compile_options, self._disk, self.ledger, None)
+            self._modules = ModuleCache(self.target, self.ledger, self._builder.build)
+            self._launcher = CompileOnly(self.target)
+        else:
+            load = KernelLoader(self._driver, device, compiled)
+            self._builder = Builder(self.target, compile_options, self._disk, self.ledger, load)
+            self._modules = ModuleCache(self.target, self.ledger, self._builder.build)
+            self._launcher = Launcher(self._modules, self._driver, device, limits,
+                                      default_streams, compiled)
+            if compiled is not None:
+                self._compiled_path = compiled.LaunchPath(self._launcher)
         self._launch: Callable[..., None] = (
             self._launcher.launch if self._compiled_path is None
             else self._compiled_path.launch)

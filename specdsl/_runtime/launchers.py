@@ -29,6 +29,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .geometry import LaunchGeometry
 from .params import (
     INLINE_FLOAT,
     INLINE_INT,
@@ -41,13 +42,14 @@ from .params import (
 from .readers import buffer_type, tensor_type
 from .signature import Param
 from .speedups import speedups
+from .streams import Streams
 
 __all__ = ["writer", "core_launcher", "bound_core_launcher", "driver_launcher",
            "bound_driver_launcher", "new_slot", "Fire"]
 
 #: ``fire(args, streams, geometry) -> None | error``: a module's launcher (see
 #: :func:`core_launcher` and :func:`driver_launcher`).
-Fire = Callable[[tuple[Any, ...], tuple, tuple], Any]
+Fire = Callable[[tuple[Any, ...], Streams, LaunchGeometry], Any]
 
 
 def _compiled(compiled: ModuleType | bool | None) -> ModuleType | None:
@@ -67,7 +69,8 @@ def writer(packer: ArgumentPacker) -> Callable[[tuple[Any, ...], int, Any], None
     body, names = _check_source(packer)
     lines = ["def write(args, stream, buffer):", *body,
              f"    pack_into(buffer, 0{''.join(', ' + n for n in names)})"]
-    return _generate(packer, "write", lines, {})
+    write: Callable[[tuple[Any, ...], int, Any], None] = _generate(packer, "write", lines, {})
+    return write
 
 
 def core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kernel: Any, *,
@@ -96,7 +99,8 @@ def core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kerne
     """
     built = _compiled(compiled)
     if built is not None:
-        return _compiled_launch(built, packer, core_launch, kernel)
+        fire: Fire = _compiled_launch(built, packer, core_launch, kernel)
+        return fire
     body, values = _core_source(packer)
     lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
              "    core_stream, config = streams[1], geometry[7]",
@@ -104,11 +108,13 @@ def core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kerne
              f"        core_launch(core_stream, config, kernel{values})",
              "    except Exception as exc:  # the launch failed: the caller reports it",
              "        return exc"]
-    return _generate(packer, "fire", lines, _core_names(core_launch, kernel))
+    generated: Fire = _generate(packer, "fire", lines, _core_names(core_launch, kernel))
+    return generated
 
 
 def bound_core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kernel: Any,
-                        streams: tuple, config: Any, on_error: Callable[[Any, tuple], None], *,
+                        streams: Streams, config: Any,
+                        on_error: Callable[[Any, tuple[Any, ...]], None], *,
                         compiled: ModuleType | bool | None = True) -> Callable[..., None]:
     """A function ``bound(*args)`` with the streams (``(handle, cuda.core Stream)``) and
     ``LaunchConfig`` fixed (``Executor.bind``): checks as :func:`core_launcher` does,
@@ -129,9 +135,10 @@ def bound_core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any],
              f"        core_launch(core_stream, config, kernel{values})",
              "    except Exception as exc:",
              "        on_error(exc, args)"]
-    return _generate(packer, "bound", lines, dict(
-        _core_names(core_launch, kernel), stream=streams[0], core_stream=streams[1],
+    generated: Callable[..., None] = _generate(packer, "bound", lines, dict(
+        _core_names(core_launch, kernel), stream=streams.handle, core_stream=streams.core,
         config=config, on_error=on_error))
+    return generated
 
 
 def _compiled_launch(built: ModuleType, packer: ArgumentPacker, core_launch: Callable[..., Any],
@@ -180,12 +187,15 @@ def driver_launcher(packer: ArgumentPacker, launch_kernel: Callable[..., Any],
              "    gx, gy, gz, bx, by, bz, smem = geometry[:7]",
              "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, streams[0], "
              "address, 0)[0]"]
-    return _generate(packer, "fire", lines, _launch_names(packer, launch_kernel, function))
+    generated: Fire = _generate(packer, "fire", lines,
+                                _launch_names(packer, launch_kernel, function))
+    return generated
 
 
 def bound_driver_launcher(packer: ArgumentPacker, launch_kernel: Callable[..., Any],
-                          function: int, stream: int, geometry: tuple,
-                          on_error: Callable[[Any, tuple], None]) -> Callable[..., None]:
+                          function: int, stream: int, geometry: LaunchGeometry,
+                          on_error: Callable[[Any, tuple[Any, ...]], None]
+                          ) -> Callable[..., None]:
     """A function ``launch(*args)`` with the stream and geometry fixed (``Executor.bind``).
 
     Checks and packs as :func:`driver_launcher` does, in one generated function, and
@@ -200,8 +210,9 @@ def bound_driver_launcher(packer: ArgumentPacker, launch_kernel: Callable[..., A
              f"{smem}, stream, address, 0)[0]",
              "    if err:",
              "        on_error(err, args)"]
-    return _generate(packer, "launch", lines, dict(
+    generated: Callable[..., None] = _generate(packer, "launch", lines, dict(
         _launch_names(packer, launch_kernel, function), stream=stream, on_error=on_error))
+    return generated
 
 
 def _pack_source(packer: ArgumentPacker) -> list[str]:

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn, cast
 
 from .._proof.switch import checking_enabled, proof_suspended
 from .._spec.decorator import spec_info
+from .._spec.target import Target
 from ..errors import LaunchError
 from .driver import Driver
 from .geometry import (
@@ -47,7 +48,7 @@ from .modules import Module, ModuleCache
 from .params import ArgumentPacker
 from .streams import StreamResolver, Streams
 
-__all__ = ["Launcher", "KernelLoader", "LastLaunch", "NO_LAUNCH"]
+__all__ = ["Launcher", "CompileOnly", "KernelLoader", "LastLaunch", "NO_LAUNCH"]
 
 # Bound on the (request, key) -> module memo: requests differing only in launch fields
 # each take a slot; past this many the memo starts over (modules stay cached).
@@ -68,13 +69,13 @@ class LastLaunch(NamedTuple):
 
     spec: Any
     key: Any
-    module: Module | None
+    module: Module
     proven: bool
 
 
 _NOTHING = object()
-#: Before the first launch: a request no caller can pass.
-NO_LAUNCH = LastLaunch(_NOTHING, _NOTHING, None, False)
+#: Before the first launch: a request no caller can pass (so its module is never read).
+NO_LAUNCH = LastLaunch(_NOTHING, _NOTHING, cast(Module, None), False)
 
 
 class KernelLoader:
@@ -110,8 +111,7 @@ class Launcher:
 
     Args:
         modules: the executor's module cache.
-        driver: the driver seam, or ``None`` for a compile-only executor (every launch
-            then raises :class:`~specdsl.errors.LaunchError`).
+        driver: the driver seam.
         device_id: the device launched on.
         limits: the device's launch limits.
         default_streams: its default stream.
@@ -124,7 +124,7 @@ class Launcher:
             device (:meth:`~specdsl._runtime.streams.StreamResolver.resolve`).
     """
 
-    def __init__(self, modules: ModuleCache, driver: Driver | None, device_id: int | None,
+    def __init__(self, modules: ModuleCache, driver: Driver, device_id: int,
                  limits: DeviceLimits, default_streams: Streams,
                  compiled: ModuleType | None) -> None:
         self.modules = modules
@@ -136,10 +136,7 @@ class Launcher:
         self.hits = 0
         self._memo: dict[tuple[Any, Any], tuple[Module, bool]] = {}
         self._last = NO_LAUNCH  # replaced as one object
-        # (a compile-only executor's lookup refuses every launch before streams are read)
-        self.streams: Callable[[Any], Streams] = (
-            _no_streams if driver is None or device_id is None
-            else StreamResolver(device_id, driver).resolve)
+        self.streams: Callable[[Any], Streams] = StreamResolver(device_id, driver).resolve
 
     def launch(self, spec: Any, *args: Any, grid: Any, block: Any, stream: Any = None,
                shared_mem: int = 0, key: str | None = None) -> None:
@@ -168,13 +165,13 @@ class Launcher:
         checked = self.geometry(module, grid, block, shared_mem).checked
         streams = self.default_streams if stream is None else self.streams(stream)
         packer, driver = module.packer, self.driver
-        if packer is None or driver is None:  # _find refuses a compile-only executor first
+        if packer is None:  # the executor's builder loads every module it builds
             raise LaunchError(f"{module.signature.entry}: the module is not loaded on a device")
 
         def on_error(err: Any, args: tuple[Any, ...]) -> None:
             self.failed(err, module, checked, streams, args)
 
-        bound: Any
+        bound: Any  # a generated function or a compiled BoundCoreLaunch: attributes are set
         if module.through_core and driver.core_launch is not None:
             bound = bound_core_launcher(packer, driver.core_launch, module.kernel, streams,
                                         checked.config, on_error, compiled=self.compiled)
@@ -183,7 +180,8 @@ class Launcher:
                                           streams.handle, checked, on_error)
         bound.module, bound.stream = module, stream  # the stream object stays alive
         bound.grid, bound.block, bound.shared_mem = checked[:3], checked[3:6], checked[6]
-        return bound
+        launcher: Callable[..., None] = bound
+        return launcher
 
     # -- the slow paths --------------------------------------------------------------------
 
@@ -211,9 +209,6 @@ class Launcher:
         return module, proven
 
     def _remember(self, spec: Any, key: str | None) -> tuple[Module, bool]:
-        if self.driver is None:
-            raise LaunchError(f"this executor is compile-only (device=None, target "
-                              f"{self.modules.target.sm}): it cannot launch")
         module = self.modules.ensure(spec, key)
         # a derived key needs no proof; a hand-written one is proven when checking is on
         written = key is not None or spec_info(spec).has_key
@@ -277,7 +272,7 @@ class Launcher:
             if len(module.configs) >= _GEOMETRY_LIMIT:
                 module.configs.clear()
             config = module.configs[flat] = self.driver.launch_config(
-                flat[:3], flat[3:6], flat[6])
+                (flat[0], flat[1], flat[2]), (flat[3], flat[4], flat[5]), flat[6])
         return config
 
     def failed(self, err: Any, module: Module, geometry: LaunchGeometry, streams: Streams,
@@ -302,5 +297,29 @@ class Launcher:
             from (err if isinstance(err, Exception) else None)
 
 
-def _no_streams(stream: Any) -> Streams:
-    raise LaunchError("this executor is compile-only (device=None): it cannot launch")
+
+class CompileOnly:
+    """The launch path of a compile-only executor (``Executor(None, target=...)``): every
+    launch and bind is refused.
+
+    Args:
+        target: what the executor compiles for (named in the refusal).
+    """
+
+    hits = 0
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    def launch(self, spec: Any, *args: Any, **options: Any) -> NoReturn:
+        """Refuse: a compile-only executor has no device.
+
+        Raises:
+            LaunchError: always.
+        """
+        raise LaunchError(f"this executor is compile-only (device=None, target "
+                          f"{self.target.sm}): it cannot launch")
+
+    def bind(self, spec: Any, **options: Any) -> Callable[..., None]:
+        """Refuse, as :meth:`launch`."""
+        self.launch(spec)

@@ -58,7 +58,8 @@ def _bits(float_format: str, int_format: str) -> Callable[[float], int]:
     pack, unpack = struct.Struct(float_format).pack, struct.Struct(int_format).unpack
 
     def bits(value: float) -> int:
-        return unpack(pack(value))[0]
+        pattern: int = unpack(pack(value))[0]
+        return pattern
     return bits
 
 
@@ -78,6 +79,14 @@ def wide(param: Param) -> bool:
 def wrap_u64(value: int) -> int:
     """A 64-bit unsigned value as the signed int with the same bits (cuda.core's intptr_t)."""
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _pointee_align(param: Param) -> int:
+    """A ``.ptr`` parameter's pointee alignment in bytes (its callers take pointers only)."""
+    align = param.pointee_align
+    if align is None:
+        raise ValueError(f"{param.describe()} is not a .ptr parameter")
+    return align
 
 
 def describe(value: Any) -> str:
@@ -196,7 +205,7 @@ class ArgumentPacker:
             return INLINE_NONE, 0, 0, 0, 0.0
         bits = 63 if core and wide(param) else param.bits
         if param.is_ptr:
-            return INLINE_POINTER, 0, (1 << bits) - 1, param.pointee_align - 1, 0.0
+            return INLINE_POINTER, 0, (1 << bits) - 1, _pointee_align(param) - 1, 0.0
         if param.kind == "u":
             return INLINE_INT, 0, (1 << bits) - 1, 0, 0.0
         if param.kind == "s":
@@ -205,13 +214,14 @@ class ArgumentPacker:
             return INLINE_FLOAT, 0, 0, 0, _FLOAT_MAX[bits]
         return INLINE_NONE, 0, 0, 0, 0.0  # .b types: the converter wraps them
 
-    def core_plan(self) -> list[tuple]:
+    def core_plan(self) -> list[tuple[Any, ...]]:
         """Per ``.param``: :meth:`inline_check` (core) plus its converter and the function
         turning the converter's value into what cuda.core takes (``None``: as it is).
         What :class:`specdsl._runtime._speedups.CoreLaunch` is built from."""
         plan = []
         for param, convert in zip(self.signature.params, self.converters, strict=True):
             how, low, high, misaligned, largest = self.inline_check(param, core=True)
+            post: Callable[[Any], int] | None
             if param.kind == "f" and param.count is None:
                 post = float_bits[param.bits]
             elif wide(param):
@@ -313,7 +323,7 @@ class ArgumentPacker:
 
     def _pointer(self, param: Param) -> Converter:
         limit = 1 << param.bits
-        align = param.pointee_align
+        align = _pointee_align(param)
         why = (f".align {align}" if param.align is not None else
                "a .ptr without .align: PTX ISA 5.1.6.3")
         device_id = self.device_id

@@ -95,7 +95,8 @@ def buffer_type() -> type | None:
         from cuda.core import Buffer
     except ImportError:
         return None
-    return Buffer
+    buffer: type = Buffer
+    return buffer
 
 
 def tensor_type() -> type | None:

@@ -25,6 +25,7 @@ missing, nvJitLink's figures stand in. The line formats are those printed by
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import attrs
 
@@ -119,7 +120,7 @@ def _first(pattern: re.Pattern[str], text: str) -> int | None:
 SYSTEM_RESERVED_SMEM = 1024
 
 
-def _static_shared(own: dict | None, link: dict, arch: int) -> int:
+def _static_shared(own: dict[str, Any] | None, link: dict[str, Any], arch: int) -> int:
     # ptxas omits "bytes smem" for module-scope .shared variables; nvJitLink's figure
     # then gives it. For sm_90 that figure includes the per-CTA reservation, for sm_80,
     # sm_100 and sm_120 it does not (nvJitLink 13: a kernel declaring 64 bytes reports
@@ -149,8 +150,8 @@ def parse_resources(log: str, arch: int | None = None) -> dict[str, Resources]:
         One :class:`Resources` per ``.entry`` of the module; ``.func`` device
         functions are not included.
     """
-    ptxas: dict[str, dict[str, object]] = {}
-    linker: dict[str, dict[str, object]] = {}
+    ptxas: dict[str, dict[str, Any]] = {}
+    linker: dict[str, dict[str, Any]] = {}
     module_banks: dict[int, int] = {}
     arch = arch or 0               # compute capability compiled for, e.g. 90
     current: str | None = None     # entry ptxas is compiling

@@ -249,7 +249,8 @@ def _parse_param(entry: str, declaration: str) -> Param:
 def _tokens(declaration: str, refuse: Callable[[str], PTXSignatureError]) -> list[str]:
     """``.param .u64 .ptr.global.align 16 a`` -> ``['.param', '.u64', '.ptr', '.global',
     '.align', '16', 'a']``: PTX lets attributes run together (PTX ISA 5.1.6.3)."""
-    tokens, position = [], 0
+    tokens: list[str] = []
+    position = 0
     while True:
         match = _TOKEN.match(declaration, position)
         if match is None:

@@ -68,6 +68,7 @@ def stream_handle(stream: Any) -> int:
     kind = type(stream)
     entry = _STREAMS.get(kind)
     if entry is None:
+        reader: Callable[[Any], int]
         if isinstance(getattr(stream, "cuda_stream", None), int):
             # torch.cuda.Stream: its cuda_stream int reads faster than its __cuda_stream__()
             def reader(s: Any) -> int:

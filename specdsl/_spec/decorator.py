@@ -17,7 +17,13 @@ from typing import Any, TypeVar
 import attrs
 import jinja2
 
-from .._templating.environment import CONTEXT_NAMES, TemplateFacts, environment, template_facts
+from .._templating.environment import (
+    CONTEXT_NAMES,
+    TemplateFacts,
+    environment,
+    template_facts,
+    template_loader,
+)
 from ..errors import (
     NotASpecError,
     SpecArgumentError,
@@ -69,6 +75,15 @@ class SpecInfo:
     has_key: bool = False
 
 
+# PEP 681, for type checkers: a @kernel_spec class gets an __init__ taking its fields (by
+# position or keyword; kw_only_default stays False, as the generated __init__ takes both) and
+# is frozen. baked and launch are left out of field_specifiers on purpose: type checkers
+# read a field specifier's default only from a `default=` keyword, and specs give it by
+# position (`baked(256)`), so with them every such field would read as required. Without
+# them each `= baked(...)` field counts as having a default: field keywords type-check, a
+# misspelled keyword and an assignment to a field are errors, and a missing required
+# field is left to the SpecArgumentError a call raises.
+@typing.dataclass_transform(frozen_default=True)
 def kernel_spec(template: str, entry: str, template_dir: str | Path | None = None
                 ) -> Callable[[T], T]:
     """Class decorator: declare a kernel spec rendered by ``template`` with entry ``entry``.
@@ -119,7 +134,7 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         except jinja2.TemplateNotFound as exc:
             raise SpecDefinitionError(
                 f"{name}: template {exc.name!r} not found (searched: "
-                f"{', '.join(env.loader.searchpath)})") from None
+                f"{', '.join(template_loader(env).searchpath)})") from None
         except jinja2.TemplateSyntaxError as exc:
             hint = ""
             if "unknown tag" in (exc.message or ""):
@@ -140,8 +155,9 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
             search_path=search_path, baked=baked_names, launch=launch_names, facts=facts,
             env=env, has_key=callable(getattr(built, "key", None)),
         )
-        built.__specdsl__ = info
-        built.__init__ = _checked_init(built, built.__init__)
+        made: Any = built  # the attrs class, given specdsl's attribute and __init__
+        made.__specdsl__ = info
+        made.__init__ = _checked_init(built, made.__init__)
         return built
 
     return wrap
@@ -203,11 +219,12 @@ def _checked_init(cls: type, init: Callable[..., None]) -> Callable[..., None]:
     filename = f"<specdsl __init__ {cls.__module__}.{cls.__qualname__} {id(cls):x}>"
     exec(compile(source, filename, "exec"), names)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    checked = names["__init__"]
+    checked: Any = names["__init__"]
     checked.__qualname__ = f"{cls.__qualname__}.__init__"
     checked.__doc__ = init.__doc__
     checked.__wrapped__ = init  # inspect.signature(cls) shows attrs' own parameters
-    return checked
+    result: Callable[..., None] = checked
+    return result
 
 
 class _Missing:
@@ -220,7 +237,7 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _refuse_call(cls: type, n_positional: int, extra: tuple, unknown: dict[str, Any],
+def _refuse_call(cls: type, n_positional: int, extra: tuple[Any, ...], unknown: dict[str, Any],
                  required: dict[str, Any]) -> None:
     """Raise the :class:`SpecArgumentError` for a bad call of ``cls``."""
     owner = cls.__qualname__
@@ -258,7 +275,7 @@ def _search_path(cls: type, template_dir: str | Path | None) -> tuple[str, ...]:
     return (str(path.resolve()),)
 
 
-def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute:
+def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attribute[Any]:
     role = role_of(field)
     if role is None:
         raise SpecDefinitionError(
@@ -279,7 +296,7 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
                               field.metadata.get(NONFINITE, False), ptx_text=role == BAKED)
     except TypeError as exc:  # the message already names owner.field
         raise SpecDefinitionError(str(exc)) from None
-    user_converter = field.converter
+    user_converter: Any = field.converter
     # an attrs.Converter (takes_self / takes_field) is called with the instance and field
     in_context = _CONVERTER is not None and isinstance(user_converter, _CONVERTER)
 
@@ -294,7 +311,7 @@ def _transform(owner: str, cls: type, field: attrs.Attribute) -> attrs.Attribute
         return coerce(value)
 
     converter: Any = coerce if user_converter is None else convert
-    if in_context:
+    if in_context and _CONVERTER is not None:
         converter = _CONVERTER(convert, takes_self=True, takes_field=True)
     # validators (made by baked()/launch()) raise SpecError themselves
     return field.evolve(converter=converter, eq=True, eq_key=canonical, hash=None)

@@ -216,5 +216,6 @@ def _foreign_name(value: Any) -> str | None:
         if big:
             raise SpecError(f"{value!r} is big-endian; the GPU reads little-endian "
                             f"elements: use {value.newbyteorder('<')!r}")
-        return value.name
+        name: str = value.name
+        return name
     return None

@@ -14,15 +14,15 @@ import struct
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 
 from .._templating.immediates import is_ptx_text
 from ..errors import SpecError
 
-__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "BAKED",
-           "LAUNCH"]
+__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "is_factory",
+           "is_bool_like", "BAKED", "LAUNCH"]
 
 ROLE = "specdsl.role"
 NONFINITE = "specdsl.allow_nonfinite"
@@ -143,7 +143,7 @@ def launch(default: Any = _NOTHING, validator: Any = None, converter: Any = None
     return _field(LAUNCH, default, validator, converter, allow_nonfinite, doc)
 
 
-def role_of(attribute: attrs.Attribute) -> str | None:
+def role_of(attribute: attrs.Attribute[Any]) -> str | None:
     """``"baked"``, ``"launch"``, or ``None`` for a field declared without a role."""
     return attribute.metadata.get(ROLE)
 
@@ -155,7 +155,7 @@ def _enum_name(kind: type) -> str:
     return name if isinstance(name, str) else f"{kind.__module__}.{kind.__qualname__}"
 
 
-def canonical(value: Any) -> tuple:
+def canonical(value: Any) -> tuple[Any, ...]:
     """A value's canonical form: equal forms render identically, distinct forms may not.
 
     Floats compare by their exact bits (``0.0`` and ``-0.0`` differ, NaN equals
@@ -197,7 +197,7 @@ def canonical(value: Any) -> tuple:
 
 
 _pack_f64 = struct.Struct(">d").pack
-_ENUM_FORMS: dict[int, tuple[enum.Enum, tuple]] = {}
+_ENUM_FORMS: dict[int, tuple[enum.Enum, tuple[Any, ...]]] = {}
 
 
 def _describe(tp: Any) -> str:
@@ -260,7 +260,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
                      for i, a in enumerate(args)]
             arity = len(items)
 
-        def tuple_(v: Any) -> tuple:
+        def tuple_(v: Any) -> tuple[Any, ...]:
             if not isinstance(v, (tuple, list)):
                 raise fail(v, f"a tuple of {_describe(tp)}")
             if arity is None:
@@ -331,6 +331,15 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
                     "an Enum, Literal[...], tuple[...] or T | None)")
 
 
+#: attrs.Factory as the class it is at run time (attrs' stubs declare a function).
+_FACTORY = cast(type, attrs.Factory)
+
+
+def is_factory(default: Any) -> bool:
+    """Whether a field's default is an ``attrs.Factory`` (computed for each request)."""
+    return isinstance(default, _FACTORY)
+
+
 def is_bool_like(v: Any) -> bool:
     """True for Python bools and NumPy's bool scalars (without importing NumPy; NumPy 2
     names the type ``bool``, NumPy 1 ``bool_``)."""
@@ -339,7 +348,7 @@ def is_bool_like(v: Any) -> bool:
         kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
 
 
-def _try_canonical(v: Any) -> tuple | None:
+def _try_canonical(v: Any) -> tuple[Any, ...] | None:
     try:
         return canonical(v)
     except TypeError:

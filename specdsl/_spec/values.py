@@ -102,10 +102,10 @@ def candidates(tp: Any, default: Any = attrs.NOTHING) -> list[Any]:
                 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 8192]
         return unique(head + pool)
     if tp is float:
-        base = default if has_default and isinstance(default, float) and default else 1.0
-        pool = [base, base * 10, base / 10, base * 2, base / 2, -base, 0.0, -0.0, 1.0, 0.5,
-                2.0, 1e-5, 1e-6, 1e-3]
-        return unique(head + pool)
+        scale = default if has_default and isinstance(default, float) and default else 1.0
+        floats = [scale, scale * 10, scale / 10, scale * 2, scale / 2, -scale, 0.0, -0.0, 1.0,
+                  0.5, 2.0, 1e-5, 1e-6, 1e-3]
+        return unique(head + floats)
     if tp is str:
         return unique(head + ["a", "b"])
     if typing.get_origin(tp) is tuple:

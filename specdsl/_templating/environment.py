@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,8 @@ from . import cache as templatecache
 from . import immediates
 from .immediates import is_ptx_text
 
-__all__ = ["builtin_template_dir", "environment", "TemplateFacts", "template_facts",
-           "CONTEXT_NAMES"]
+__all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
+           "template_facts", "template_path", "CONTEXT_NAMES"]
 
 #: Names every template may read besides the spec's baked fields.
 CONTEXT_NAMES = frozenset({"target", "entry"})
@@ -88,7 +89,7 @@ def _finalize(value: Any) -> Any:
 _NOT_TEXT = re.compile(r"[^\t\n\x20-\x7e]")
 
 
-def _int_filter(ptx_type: str):
+def _int_filter(ptx_type: str) -> Callable[[Any], str]:
     return lambda value: immediates.integer(value, ptx_type)
 
 
@@ -101,16 +102,29 @@ class _PinnedLoader(jinja2.FileSystemLoader):
 
     def __init__(self, searchpath: list[str]) -> None:
         super().__init__(searchpath)
-        self._pinned: dict[str, tuple[str, str | None]] = {}
+        self._pinned: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
 
-    def get_source(self, environment: jinja2.Environment, template: str):
+    def get_source(self, environment: jinja2.Environment, template: str
+                   ) -> tuple[str, str, Callable[[], bool]]:
         with self._lock:
             pinned = self._pinned.get(template)
             if pinned is None:
                 source, filename, _ = super().get_source(environment, template)
                 pinned = self._pinned[template] = (source, filename)
         return pinned[0], pinned[1], lambda: True
+
+
+def template_loader(env: jinja2.Environment) -> jinja2.FileSystemLoader:
+    """The loader of one of :func:`environment`'s Environments (its search path, pinned).
+
+    Raises:
+        TypeError: ``env`` is not one of them.
+    """
+    loader = env.loader
+    if not isinstance(loader, jinja2.FileSystemLoader):
+        raise TypeError(f"{env!r} is not a specdsl template environment")
+    return loader
 
 
 @functools.cache
@@ -170,7 +184,7 @@ def _file_facts(env: jinja2.Environment, name: str
                 ) -> tuple[str, frozenset[str], tuple[str | None, ...]]:
     # One template file's (source digest, undeclared names, referenced templates). Files
     # are pinned per environment, so this is computed once however many specs share them.
-    source, _, _ = env.loader.get_source(env, name)
+    source, _, _ = template_loader(env).get_source(env, name)
     digest = hashlib.sha256(source.encode()).hexdigest()
     cached = templatecache.load_facts(digest)
     if cached is not None:
@@ -210,7 +224,7 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
     if dynamic:  # cannot know which template renders: cover them all
         for other in env.list_templates():
             if other not in sources:
-                source, _, _ = env.loader.get_source(env, other)
+                source, _, _ = template_loader(env).get_source(env, other)
                 sources[other] = hashlib.sha256(source.encode()).hexdigest()
     names -= set(env.globals)
     ordered = tuple(sorted(sources.items()))
@@ -222,5 +236,5 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
 
 def template_path(env: jinja2.Environment, name: str) -> str:
     """The file a template name resolves to on ``env``'s search path."""
-    _, filename, _ = env.loader.get_source(env, name)
+    _, filename, _ = template_loader(env).get_source(env, name)
     return os.fspath(filename)

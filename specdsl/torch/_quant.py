@@ -2,6 +2,8 @@
 per-token scales, one static scale), as vLLM splits it."""
 
 
+from typing import Any
+
 import torch
 
 from ..errors import LaunchError
@@ -26,7 +28,7 @@ def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
         _validate.same_device(_OP_NAME, x=x, scale=scale)
 
 
-def _request(x: torch.Tensor, static: bool):
+def _request(x: torch.Tensor, static: bool) -> Any:
     return _validate.request(_OP_NAME, "x", x, specs.scaled_fp8_quant,
                              x.shape[-1], x.dtype, static)
 
@@ -67,7 +69,7 @@ def _dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_dynamic.register_fake
-def _dynamic_fake(x):
+def _dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _fake_check(x, None)
     return _codes(x), _scales(x)
 
@@ -78,7 +80,7 @@ def _static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 @_static.register_fake
-def _static_fake(x, scale):
+def _static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     _fake_check(x, scale)
     return _codes(x)
 
@@ -125,5 +127,6 @@ def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
         SpecError: a row length the kernel does not take.
     """
     if scale is None:
-        return _DYNAMIC_OP(x)
+        codes, scales = _DYNAMIC_OP(x)
+        return codes, scales
     return _STATIC_OP(x, scale), scale

@@ -26,7 +26,8 @@ _lock = threading.Lock()
 def _index(device: Any) -> int:
     """A CUDA device ordinal from a torch.device, a string such as ``"cuda:1"``, an int or None."""
     if device is None:
-        return torch.cuda.current_device()
+        current: int = torch.cuda.current_device()
+        return current
     if isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
@@ -95,7 +96,7 @@ def current_stream(index: int) -> Any:
     return torch.cuda.current_stream(index)
 
 
-def launch(spec: Any, args: tuple, dims: tuple, device: torch.device) -> None:
+def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torch.device) -> None:
     """Launch ``spec`` with ``args`` (in ``.param`` order) on torch's current stream of
     ``device``, with ``dims = (grid, block)``.
 

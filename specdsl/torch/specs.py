@@ -22,6 +22,7 @@ Raises (every function):
 from __future__ import annotations
 
 import functools
+from typing import Literal, cast
 
 import torch
 
@@ -90,7 +91,8 @@ def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: 
                      rotary_dim: int | None, theta: float, style: str) -> RoPE:
     """The :class:`~specdsl.kernels.RoPE` rotating ``q_heads`` and ``kv_heads`` heads in place."""
     return RoPE(dtype=dtype_of(dtype), q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
-                rotary_dim=rotary_dim, theta=theta, style=style)
+                rotary_dim=rotary_dim, theta=theta,
+                style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
 @functools.lru_cache(maxsize=_KEPT)
