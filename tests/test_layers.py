@@ -200,3 +200,17 @@ def test_modules_stay_small(name):
     """Each module, the compiled one's source included, stays within MAX_LINES lines."""
     lines = MODULES[name].read_text().count("\n")
     assert lines <= MAX_LINES, f"{name} has {lines} lines: split it by job"
+
+
+def test_architecture_page_places_every_module():
+    """docs/architecture.md names only files that exist, and every module of the layers
+    (kernels/ and torch/ as folders) in its table of concerns."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`(specdsl/[\w/.]*)`", text))
+    assert not [p for p in named if not (PACKAGE.parent / p).exists()], named
+    expected = {
+        path.relative_to(PACKAGE.parent).as_posix() for path in MODULES.values()
+        if path.name != "__init__.py" or path.parent == PACKAGE}
+    expected = {p for p in expected if not p.startswith(("specdsl/kernels/", "specdsl/torch/"))}
+    expected |= {"specdsl/kernels/", "specdsl/torch/", "specdsl/_runtime/_speedups.pyi"}
+    assert expected - named == set()

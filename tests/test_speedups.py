@@ -276,10 +276,10 @@ def test_a_stale_build_is_not_used(monkeypatch):
     stale.__file__, stale.INTERFACE = "/somewhere/_speedups.so", 1
     monkeypatch.setitem(sys.modules, "specdsl._runtime._speedups", stale)
     monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
-    module._built.cache_clear()
+    module.built.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match=r"_speedups.so is out of date \(rebuild it: "
                                                 r"pip install -e \.\)"):
             assert speedups() is None
     finally:
-        module._built.cache_clear()
+        module.built.cache_clear()

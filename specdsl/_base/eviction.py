@@ -27,7 +27,7 @@ import attrs
 
 from .cachefiles import BYTECODE_MAGIC, FACTS_MAGIC, HEADER_SIZE, MAGIC, PTX_MAGIC
 
-__all__ = ["CacheUsage", "Removed", "usage", "prune", "clear", "wrote", "PRUNE_EVERY",
+__all__ = ["CacheUsage", "Removed", "usage", "prune", "clear", "wrote", "scan", "PRUNE_EVERY",
            "STALE_TEMP_SECONDS"]
 
 #: A process checks the cap on its first write to a folder and every this many writes after.
@@ -87,7 +87,8 @@ def _files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
                 yield path, os.lstat(path)
 
 
-def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
+def scan(root: Path) -> list[tuple[Path, os.stat_result]]:
+    """Every entry file under ``root`` with its ``lstat``, as one scan sees them."""
     return [item for sub in ENTRY_FOLDERS for item in _files(root / sub)]
 
 
@@ -118,7 +119,7 @@ def _kind(path: Path, info: os.stat_result) -> str:
 
 def usage(root: Path) -> CacheUsage:
     """What the cache folder ``root`` holds (nothing, if it does not exist)."""
-    entries = _entries(root)
+    entries = scan(root)
     kinds: dict[str, int] = {}
     for path, info in entries:
         kind = _kind(path, info)
@@ -158,7 +159,7 @@ def prune(root: Path, max_bytes: int) -> Removed:
         max_bytes: the cap, in bytes (0 removes every entry).
     """
     _sweep_stale_temps(root)
-    entries = sorted(_entries(root), key=lambda item: item[1].st_atime_ns)
+    entries = sorted(scan(root), key=lambda item: item[1].st_atime_ns)
     total = sum(info.st_size for _, info in entries)
     removed = freed = 0
     for path, info in entries:
@@ -173,7 +174,7 @@ def prune(root: Path, max_bytes: int) -> Removed:
             removed, freed = removed + 1, freed + info.st_size
     if max_bytes == 0:
         _remove_empty_folders(root)
-    left = _entries(root)
+    left = scan(root)
     return Removed(removed, freed, len(left), sum(info.st_size for _, info in left))
 
 

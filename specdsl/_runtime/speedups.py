@@ -19,7 +19,7 @@ from types import ModuleType
 
 from ..config import Knobs, knobs
 
-__all__ = ["PURE_PYTHON_ENV", "compiled", "speedups"]
+__all__ = ["PURE_PYTHON_ENV", "built", "compiled", "speedups"]
 
 #: On: launch through the plain-Python path even where the compiled one is built.
 PURE_PYTHON_ENV = Knobs.pure_python.name
@@ -30,7 +30,9 @@ _INTERFACE = 3
 
 
 @functools.cache
-def _built() -> ModuleType | None:
+def built() -> ModuleType | None:
+    """The compiled extension where it is built and current, else ``None`` (imported once;
+    a stale build is left unused with a ``RuntimeWarning``)."""
     try:
         _speedups = importlib.import_module(f"{__package__}._speedups")
     except ImportError:  # not built (no C compiler at install): the Python path
@@ -49,7 +51,7 @@ def speedups() -> ModuleType | None:
     Raises:
         ConfigError: ``SPECDSL_PURE_PYTHON`` is set to something that is not a switch word.
     """
-    return None if knobs.pure_python else _built()
+    return None if knobs.pure_python else built()
 
 
 def compiled() -> bool:
