@@ -20,10 +20,10 @@ PNG per kernel page (``rmsnorm.png``, ``softmax.png``, ``rope.png``, ``silu_mul.
 ``fp8_quant.png``; matplotlib from the ``bench`` extra). ``--from-json kernels.json``
 writes the tables and charts again from a results file, without a GPU.
 
-Time: torch.compile (``dynamic=False``, one compile per shape) is most of a full run; it
-is left out for shapes reached after ``--compile-budget-s`` seconds (the cell says so), and
-the shapes run largest first, so the budget spends itself on the shapes the bandwidth goals
-are about.
+Time: a full run is meant to fit in about 4 minutes on an H200. torch.compile
+(``dynamic=False``, one compile per shape) should be most of it; it is left out for shapes
+reached after ``--compile-budget-s`` seconds (the cell says so), and the shapes run largest
+first, so the budget spends itself on the shapes the bandwidth goals are about.
 """
 
 from __future__ import annotations
