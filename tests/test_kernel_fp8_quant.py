@@ -7,7 +7,7 @@ import pytest
 
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import Fp8Quant
-from specdsl.kernels._case import Output, from_bits, to_bits
+from specdsl.kernels._case import TOLERANCE, Output, from_bits, to_bits
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
 
 from golden import check_golden
@@ -187,7 +187,7 @@ def _warp_max_case(spec: Fp8Quant, tokens: int, value: float = 50.0):
     return KernelCase(spec=spec, args=(("x", bits), ("q", Output(x.shape, DType.F8E4M3)),
                                        ("scale", Output((tokens,), DType.F32))),
                       grid=spec.grid(tokens), block=(spec.block, 1, 1),
-                      expected={"q": quotient, "scale": scale}, tolerance=4e-2)
+                      expected={"q": quotient, "scale": scale}, tolerance=TOLERANCE[DType.F8E4M3])
 
 
 @pytest.mark.gpu

@@ -1,14 +1,21 @@
-"""Launch policy shared by the row kernels (one CTA per row: RMSNorm, Softmax)."""
+"""Launch geometry shared by the built-in kernels: ceiling division, the grid limit, and
+the block policy of the row kernels (one CTA per row: RMSNorm, Softmax, Fp8Quant)."""
 
 from __future__ import annotations
 
 from ..dtype import DType
 from ..errors import SpecError
 
-__all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors", "threads_for"]
+__all__ = ["MAX_GRID_X", "cdiv", "row_block", "row_launch_dims", "check_whole_vectors", "threads_for"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
+
+
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, ``b > 0``: the pieces of ``b`` that cover ``a`` (exact for
+    any size, unlike ``math.ceil(a / b)``, which goes through a float)."""
+    return -(-a // b)
 
 
 def row_block(elements: int, dtype: DType, vectors_per_thread: int,
@@ -26,13 +33,13 @@ def row_block(elements: int, dtype: DType, vectors_per_thread: int,
     vectors = max(1, elements // dtype.vector_lanes)
     if vectors <= 32:
         return 32
-    per_thread = min(vectors_per_thread, max(2, -(-vectors // preferred_threads)))
+    per_thread = min(vectors_per_thread, max(2, cdiv(vectors, preferred_threads)))
     return min(1024, max(32, threads_for(vectors, per_thread)))
 
 
 def threads_for(vectors: int, per_thread: int) -> int:
     """The fewest threads, in whole warps of 32, holding ``vectors`` at ``per_thread`` each."""
-    return -(-(-(-vectors // per_thread)) // 32) * 32
+    return cdiv(cdiv(vectors, per_thread), 32) * 32
 
 
 def row_launch_dims(kernel: str, rows: int, block: int

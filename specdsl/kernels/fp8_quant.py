@@ -8,7 +8,7 @@ from ..dtype import DType
 from ..errors import SpecError
 from ..fields import baked
 from ..spec import kernel_spec
-from ._case import KernelCase, Output, from_bits, to_bits
+from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
 
 __all__ = ["Fp8Quant", "reference", "example", "E4M3_MAX", "MIN_SCALE"]
@@ -155,8 +155,9 @@ def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = 
     Rows are N(0, 1) times a per-row magnitude from 2^-8 to 2^8. Static scales are
     chosen so that some elements saturate. Expected ``q`` is the float64 quotient
     (decoded codes are compared with it). E4M3 keeps 3 mantissa bits: each code is
-    within 2^-4 relative of the quotient, about 2.5e-2 in the L2 norm over normal
-    data; the tolerance is 4e-2, far under what a wrong scale or exponent gives.
+    within 2^-4 relative of the quotient, about 2.7e-2 in the L2 norm over normal
+    data; the tolerance is ``TOLERANCE[F8E4M3]`` (4e-2, :data:`~specdsl.kernels._case.TOLERANCE`),
+    far under what a wrong scale or exponent gives.
     """
     import numpy as np
 
@@ -182,5 +183,5 @@ def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = 
     expected["q"] = quotient
     return KernelCase(
         spec=spec, args=tuple(args), grid=spec.grid(tokens), block=(spec.block, 1, 1),
-        expected=expected, tolerance=4e-2,
+        expected=expected, tolerance=TOLERANCE[DType.F8E4M3],
     )

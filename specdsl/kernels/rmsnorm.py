@@ -10,9 +10,9 @@ from .. import immediates
 from ..dtype import DType
 from ..fields import baked
 from ..spec import kernel_spec
-from ._case import KernelCase, Output, from_bits, to_bits
-from ._rows import check_whole_vectors, row_block, row_launch_dims
+from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, one_of
+from ._rows import cdiv, check_whole_vectors, row_block, row_launch_dims
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "F32_MAX"]
 
@@ -49,10 +49,10 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
     vectors = instance.hidden // instance.dtype.vector_lanes
-    per_thread = -(-vectors // block)
+    per_thread = cdiv(vectors, block)
     if per_thread > MAX_VECTORS_PER_THREAD:
         raise ValueError(
-            f"expected at least {-(-vectors // MAX_VECTORS_PER_THREAD)} threads: "
+            f"expected at least {cdiv(vectors, MAX_VECTORS_PER_THREAD)} threads: "
             f"{vectors} vectors a row, at most {MAX_VECTORS_PER_THREAD} a thread")
 
 
@@ -112,7 +112,7 @@ class RMSNorm:
     @property
     def vectors_per_thread(self) -> int:
         """16-byte vectors of a row each thread loads and keeps in registers."""
-        return -(-(self.hidden // self.lanes) // self.block)
+        return cdiv(self.hidden // self.lanes, self.block)
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
@@ -152,10 +152,6 @@ def reference(x: Any, weight: Any, eps: float) -> Any:
         denominator = np.where((sum_square >= F32_OVERFLOW) | (denominator >= F32_OVERFLOW),
                                np.inf, denominator)
         return x / np.sqrt(denominator) * np.asarray(weight, dtype=np.float64)
-
-
-#: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.
-TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}
 
 
 def example(spec: RMSNorm, rng: Any, rows: int = 7) -> KernelCase:
