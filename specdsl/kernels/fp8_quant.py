@@ -4,33 +4,47 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import attrs
+
 from ..dtype import DType
 from ..errors import SpecError
 from ..fields import baked
 from ..spec import kernel_spec
 from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
+from ._rows import cdiv, check_length, most_vectors_per_thread, threads_for, vector_elements
 
-__all__ = ["Fp8Quant", "reference", "example", "E4M3_MAX", "MIN_SCALE"]
+__all__ = ["Fp8Quant", "reference", "example", "default_block", "E4M3_MAX", "MIN_SCALE",
+           "DEFAULT_BLOCK", "MAX_HIDDEN"]
 
 #: Largest finite OCP FP8 E4M3 value (OCP 8-bit Floating Point Specification, 2023).
 E4M3_MAX = 448.0
 #: The dynamic scale's floor: the smallest normal f32, 2^-126. An all-zero row gets this
 #: scale (and zero codes); 1/scale stays finite.
 MIN_SCALE = 2.0**-126
-#: Most 16-byte vectors one thread keeps in registers.
-_MAX_VECTORS_PER_THREAD = 8
+#: Threads per CTA for rows of up to 256 threads x 8 16-byte vectors (measured best at
+#: hidden 4096 and 8192, docs/kernels/fp8_quant.md); longer rows get more threads.
+DEFAULT_BLOCK = 256
+
+
+#: Longest row: 2^20 elements (rows longer than the registers hold take two passes).
+MAX_HIDDEN = 2**20
+
+
+def default_block(hidden: int, dtype: DType) -> int:
+    """Threads per CTA for rows of ``hidden`` elements (the ``block`` default):
+    :data:`DEFAULT_BLOCK`, or the fewest whole warps that hold a longer row in registers
+    (``Fp8Quant(hidden=18432)``: 288 threads; 28672: 448), 1024 for rows longer than
+    that (which then take chunks)."""
+    lanes = vector_elements(hidden, dtype)
+    vectors, most = max(1, hidden // lanes), most_vectors_per_thread(lanes, dtype)
+    return min(1024, max(DEFAULT_BLOCK, threads_for(vectors, most)))
 
 
 def _hidden_check(instance: Any, attribute: Any, value: int) -> None:
-    lanes = instance.dtype.vector_lanes
-    if value <= 0 or value % lanes:
-        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
-                         f"{instance.dtype})")
-    most = _MAX_VECTORS_PER_THREAD * instance.block * lanes
-    if value > most:
-        raise ValueError(f"expected at most {most} elements with block={instance.block} "
-                         f"({_MAX_VECTORS_PER_THREAD} vectors per thread are kept in registers)")
+    check_length(value)
+    if value > MAX_HIDDEN:
+        raise ValueError(f"expected at most {MAX_HIDDEN} elements")
 
 
 def _static_scale_check(instance: Any, attribute: Any, value: float | None) -> None:
@@ -62,9 +76,18 @@ class Fp8Quant:
     * ``"static_param"``: one scale read from the ``scale`` pointer (one f32) at launch.
       A zero or non-finite scale there is the caller's error (not checked).
 
-    Kernel parameters (in order): ``x`` (``dtype``, 16-byte aligned), ``q`` (e4m3 bytes,
-    ``[tokens, hidden]``), then ``scale`` (f32) except for ``static_baked``. Grid:
-    one CTA per token.
+    Kernel parameters (in order): ``x`` (``dtype``, aligned to one vector,
+    :attr:`vector_bytes`), ``q`` (e4m3 bytes, ``[tokens, hidden]``, aligned to
+    :attr:`vector` bytes), then ``scale`` (f32) except for ``static_baked``. Grid: one
+    CTA per token.
+
+    Any row length: a row moves in vectors of :attr:`vector` elements, the largest power
+    of two dividing ``hidden`` up to 16 bytes (so every row starts aligned), down to one
+    element for odd lengths. A row that ``block`` threads hold in registers (32 registers
+    a thread: 65536 f16/bf16 elements at 1024 threads with 16-byte vectors, 32768 f32 or
+    odd-length ones) is read once; a longer one (:attr:`chunks` > 1) is walked in
+    chunks, twice for a dynamic scale (the row max, then the quantization; the first
+    pass keeps x in L2 with an evict_last policy), once for a static scale.
 
     Special values: NaN inputs give NaN codes (0x7F/0xFF) and are ignored by the row
     max; values whose quotient is beyond +-448, infinities included, saturate to +-448;
@@ -73,33 +96,57 @@ class Fp8Quant:
 
     Fields:
         dtype (baked): f32, f16 or bf16.
-        hidden (baked): elements per row, a multiple of 16 bytes' worth, at most
-            8 * block * (16 / element size): 8 vectors per thread, kept in registers.
+        hidden (baked): elements per row, 1 to 2^20.
         block (baked): threads per CTA (the PTX unrolls the row over them), a multiple
-            of 32 up to 1024.
+            of 32 up to 1024; the default follows ``hidden`` (:func:`default_block`).
         scale_mode (baked): ``"dynamic"``, ``"static_baked"`` or ``"static_param"``.
         static_scale (baked): the scale for ``static_baked``, else None.
     """
 
     dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="input element type: f32, f16 or bf16")
-    block: int = baked(256, validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
     hidden: int = baked(4096, validator=_hidden_check, doc="elements per row")
     scale_mode: Literal["dynamic", "static_baked", "static_param"] = baked(
         "dynamic", doc="dynamic per-token scales, or one static scale (baked or passed)")
     static_scale: float | None = baked(None, validator=_static_scale_check,
                                        doc="the scale of static_baked, else None")
+    block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
+                                     takes_self=True),
+                       validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
 
-    #: the requests `specdsl verify --grid` compiles
+    #: the requests `specdsl verify --variants` compiles: common widths, DeepSeek-V3's MLP
+    #: width (18432: 288 threads), odd rows (4097, one element a vector), 8-byte vectors
+    #: (4100), and the static modes.
     variants = (
-        [{"dtype": dt, "hidden": h} for dt in ("f32", "f16", "bf16") for h in (4096, 8192)]
+        [{"dtype": dt, "hidden": h} for dt in ("f32", "f16", "bf16")
+         for h in (4096, 8192, 18432, 4097, 4100)]
         + [{"scale_mode": "static_param"}, {"scale_mode": "static_baked", "static_scale": 0.05}]
     )
 
     @property
     def lanes(self) -> int:
-        """Elements per 16-byte input vector."""
+        """Elements per 16-byte input vector (the widest load)."""
         return self.dtype.vector_lanes
+
+    @property
+    def vector(self) -> int:
+        """Elements (and codes) one load moves: the largest power of two dividing
+        ``hidden``, at most 16 bytes of input (see
+        :func:`~specdsl.kernels._rows.vector_elements`)."""
+        return vector_elements(self.hidden, self.dtype)
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes of ``x`` one load moves, the alignment ``x`` needs."""
+        return self.vector * self.dtype.size
+
+    @property
+    def chunks(self) -> int:
+        """Pieces a row is processed in: 1 when ``block`` threads hold it in registers (x
+        read once), else the number of chunks each of the two passes walks."""
+        vectors = self.hidden // self.vector
+        most = most_vectors_per_thread(self.vector, self.dtype)
+        return 1 if vectors <= self.block * most else cdiv(vectors, self.block * most)
 
     def grid(self, tokens: int) -> tuple[int, int, int]:
         """One CTA per token.
