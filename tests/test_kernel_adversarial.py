@@ -123,6 +123,9 @@ SOFTMAX = [
     ("f32", 4096, 1, -softmax._MAX_SCALE),
     ("bf16", 4096, 1, 2.5e-46),               # about the smallest accepted
     ("f32", 4096, 1, 1e-38),                  # near-largest values at a tiny scale
+    ("bf16", 4097, 1, 1.0),                   # odd rows: one element a vector
+    ("f16", 50257, 1, -0.5),                  # an odd vocabulary, in chunks, the minimum path
+    ("f32", 4098, 1, 0.125),                  # 8-byte vectors
 ]
 
 
@@ -152,6 +155,10 @@ RMSNORM = [
     ("f32", 4096, False, 2.0**-149),          # the smallest eps (an f32 subnormal)
     ("bf16", 4096, True, F32_MAX),            # the largest eps
     ("f32", 8192, True, 1e-5),
+    ("bf16", 4097, True, 1e-6),               # odd rows: one element a vector
+    ("f16", 131073, False, 1e-6),             # odd and longer than the registers: chunks
+    ("bf16", 131072, True, 1e-6),             # chunks: s written in pass 1, re-read in pass 2
+    ("f32", 4098, True, 1e-5),                # 8-byte vectors
 ]
 
 
@@ -202,6 +209,9 @@ FP8 = [
     ("f32", 4096, 256, "static_param", 0.05),
     ("f16", 4096, 256, "static_baked", 2.0**-126),
     ("bf16", 4096, 256, "static_baked", 2.0**126),
+    ("bf16", 4097, 256, "dynamic", None),     # odd rows: one element, one code a vector
+    ("f16", 131073, 1024, "dynamic", None),   # odd and longer than the registers: chunks
+    ("f32", 4098, 256, "static_param", 0.05), # 8-byte vectors, 2-byte code stores
 ]
 
 

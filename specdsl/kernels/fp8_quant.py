@@ -116,10 +116,12 @@ class Fp8Quant:
 
     #: the requests `specdsl verify --variants` compiles: common widths, DeepSeek-V3's MLP
     #: width (18432: 288 threads), odd rows (4097, one element a vector), 8-byte vectors
-    #: (4100), and the static modes.
+    #: (4100), rows longer than the registers (131073, 65540 f32: chunks), the static modes.
     variants = (
         [{"dtype": dt, "hidden": h} for dt in ("f32", "f16", "bf16")
          for h in (4096, 8192, 18432, 4097, 4100)]
+        + [{"dtype": "bf16", "hidden": 131073}, {"dtype": "f32", "hidden": 65540},
+           {"dtype": "bf16", "hidden": 131073, "scale_mode": "static_param"}]
         + [{"scale_mode": "static_param"}, {"scale_mode": "static_baked", "static_scale": 0.05}]
     )
 
