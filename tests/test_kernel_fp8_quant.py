@@ -345,3 +345,107 @@ def test_gpu_model_widths_and_narrow_vectors(dtype, hidden):
     case = example(Fp8Quant(dtype=dtype, hidden=hidden), rng, tokens=5)
     errors = run_case(Executor(), case, rng)
     assert errors["q"] <= case.tolerance and errors["scale"] <= 1e-6, errors
+
+
+# --- per-group scales (DeepSeek-V3's 1 x 128 activation tiles) --------------------------
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("hidden", [128, 7168, 18432, 131072])
+def test_group_assembles_without_spills(dtype, hidden):
+    """Group scales assemble for sm_90 without spills, resident and chunked rows."""
+    assert_no_spills(assemble(Fp8Quant(dtype=dtype, hidden=hidden, scale_mode="group")))
+
+
+def test_group_needs_whole_groups():
+    """A row that is not a whole number of groups of 128 is refused, naming the field."""
+    with pytest.raises(SpecError, match=r"Fp8Quant.scale_mode = 'group' is invalid: expected "
+                                        r"hidden to be a multiple of 128"):
+        Fp8Quant(hidden=4100, scale_mode="group")
+
+
+def test_group_ptx():
+    """Each group's max is a butterfly over its 16 lanes (bf16; 32 for f32), floored at
+    1e-10 and divided by 448; the first lane of a group stores the scale of row r, group g
+    at scale + (r * hidden / 128 + g) * 4."""
+    ptx = render(Fp8Quant(hidden=4096, scale_mode="group"))
+    assert ".param .u64 .ptr .global .align 4 scale" in ptx
+    assert "shfl.sync.bfly.b32  %f9, %f8, 16" not in ptx
+    assert "shfl.sync.bfly.b32  %f9, %f8, 8, 31, 0xffffffff;" in ptx
+    assert "max.f32             %f8, %f8, 0f2EDBE6FF;" in ptx  # 1e-10
+    assert "mul.wide.u32        %rd2, %r0, 128;" in ptx        # 32 groups a row
+    assert "@%p1 st.global.f32  [%rd3+64], %f10;" in ptx       # sweep 1: 256 vectors on
+    f32 = render(Fp8Quant(hidden=4096, dtype="f32", scale_mode="group"))
+    assert "shfl.sync.bfly.b32  %f9, %f8, 16, 31, 0xffffffff;" in f32
+
+
+def test_group_bytes_and_reference():
+    """bytes_moved counts one f32 scale a group; the reference takes max(amax, 1e-10) / 448."""
+    from specdsl.kernels.fp8_quant import GROUP_EPS, group_reference
+
+    assert Fp8Quant(hidden=256, scale_mode="group").bytes_moved(3) == 3 * 256 * 3 + 3 * 2 * 4
+    x = np.zeros((1, 256))
+    x[0, 5], x[0, 200] = -896.0, 1.0
+    q, scale = group_reference(x)
+    np.testing.assert_array_equal(scale, [[2.0, 1.0 / 448]])
+    assert q[0, 5] == -448.0 and q[0, 200] == 448.0
+    _, zero = group_reference(np.zeros((1, 128)))
+    assert zero[0, 0] == GROUP_EPS / 448
+
+
+def test_kernel_codes_follow_the_f32_steps():
+    """kernel_codes rounds amax / 448, 1 / scale and x * inv in f32, then to E4M3: a value
+    exactly at the largest |x| gets code 448 (0x7E); NaN gives 0x7F."""
+    from specdsl.kernels.fp8_quant import kernel_codes
+
+    x = np.array([[3.0, -3.0, 1.5, np.nan]], dtype=np.float32)
+    codes, scales = kernel_codes(x)
+    assert scales[0] == np.float32(3.0) / np.float32(448.0)
+    assert list(codes[0]) == [0x7E, 0xFE, 0x76, 0x7F]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,hidden,tokens", [
+    ("bf16", 7168, 37), ("f16", 128, 5), ("f32", 18432, 3), ("bf16", 131072, 2),
+    ("bf16", 4096 + 128, 9), ("f32", 640, 4)])
+def test_gpu_group_codes_exact(dtype, hidden, tokens):
+    """On the GPU, per-group codes and scales equal kernel_codes' f32 emulation bit for bit
+    (the same amax, division, reciprocal and product), and the decoded codes are within
+    TOLERANCE of the float64 group quotients; an all-zero row gets scale 1e-10 / 448."""
+    from differential import compare, run_fp8_quant
+    from specdsl import Executor
+    from specdsl.kernels.fp8_quant import group_reference, kernel_codes
+
+    torch = pytest.importorskip("torch")
+    spec = Fp8Quant(dtype=dtype, hidden=hidden, scale_mode="group")
+    rng = np.random.default_rng(hidden + tokens)
+    x = rng.standard_normal((tokens, hidden)) * 2.0 ** rng.uniform(-8, 8, size=(tokens, 1))
+    x[0] = 0.0
+    x = from_bits(to_bits(x, spec.dtype), spec.dtype)
+    out = run_fp8_quant(Executor(), torch, spec, x)
+    codes, scales = kernel_codes(x, "group")
+    np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3))
+    np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
+    quotient, _ = group_reference(x)
+    compare(out["q"], quotient, DType.F8E4M3, TOLERANCE[DType.F8E4M3], repr(spec))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["dynamic", "static_param"])
+@pytest.mark.parametrize("dtype,hidden", [("bf16", 4096), ("f32", 4097), ("f16", 131073)])
+def test_gpu_codes_exact(dtype, hidden, mode):
+    """On the GPU, per-token and static codes equal kernel_codes' f32 emulation bit for bit
+    (the convention the fused epilogues are checked against)."""
+    from differential import run_fp8_quant
+    from specdsl import Executor
+    from specdsl.kernels.fp8_quant import kernel_codes
+
+    torch = pytest.importorskip("torch")
+    spec = Fp8Quant(dtype=dtype, hidden=hidden, scale_mode=mode)
+    rng = np.random.default_rng(hidden)
+    x = from_bits(to_bits(rng.standard_normal((4, hidden)) * 8.0, spec.dtype), spec.dtype)
+    static = float(np.float32(0.05)) if mode == "static_param" else None
+    out = run_fp8_quant(Executor(), torch, spec, x, static)
+    codes, scales = kernel_codes(x, "dynamic" if mode == "dynamic" else "static", static)
+    np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3))
+    if mode == "dynamic":
+        np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))

@@ -18,7 +18,7 @@ import pytest
 from ptxcheck import assert_no_spills
 from specdsl import render
 from specdsl.compile import compile_ptx
-from specdsl.kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
 from specdsl.kernels.softmax import suggested_split
 
 
@@ -55,10 +55,12 @@ DTYPES = ("bf16", "f16", "f32")
 
 
 def implied_requests(shape: Shape, dtype: str) -> list:
-    """The requests a decoder of ``shape`` makes, each naming only shapes and the dtype:
-    RMSNorm (plain and with the residual), RoPE, SiluMul and FP8 quantization of the MLP
-    input and output widths, and the sampling softmax over the vocabulary (one CTA a row,
-    and the cluster split suggested for one decode row)."""
+    """The requests a decoder of ``shape`` makes, each naming only shapes, the dtype and
+    the FP8 scale mode: RMSNorm (plain and with the residual), RoPE, SiluMul and FP8
+    quantization of the MLP input and output widths (standalone, and fused after RMSNorm
+    and SiluMul: dynamic per token, static, and per group of 128 where the width is whole
+    groups), and the sampling softmax over the vocabulary (one CTA a row, and the cluster
+    split suggested for one decode row)."""
     requests = [RMSNorm(hidden=shape.hidden, dtype=dtype),
                 RMSNorm(hidden=shape.hidden, dtype=dtype, fused_residual=True),
                 RoPE(dtype=dtype, q_heads=shape.heads, kv_heads=shape.kv_heads,
@@ -69,6 +71,21 @@ def implied_requests(shape: Shape, dtype: str) -> list:
                         split=suggested_split(shape.vocab, dtype, rows=1))]
     for width in shape.intermediate:
         requests += [SiluMul(d=width, dtype=dtype), Fp8Quant(hidden=width, dtype=dtype)]
+    for mode in ("dynamic", "static", "group"):
+        if mode == "group" and shape.hidden % 128:
+            continue
+        for fused in (False, True):
+            requests.append(RMSNormQuant(hidden=shape.hidden, dtype=dtype,
+                                         fused_residual=fused, scale_mode=mode))
+        if mode == "group":
+            requests.append(Fp8Quant(hidden=shape.hidden, dtype=dtype, scale_mode="group"))
+    for width in shape.intermediate:
+        for mode in ("dynamic", "static", "group"):
+            if mode == "group" and width % 128:
+                continue
+            if dtype == "f32" and width > 32768:
+                continue  # 53248 f32 is longer than a CTA's registers hold: refused
+            requests.append(SiluMulQuant(d=width, dtype=dtype, scale_mode=mode))
     return requests
 
 

@@ -14,14 +14,21 @@ from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
 from ._rows import cdiv, check_length, most_vectors_per_thread, threads_for, vector_elements
 
-__all__ = ["Fp8Quant", "reference", "example", "default_block", "E4M3_MAX", "MIN_SCALE",
-           "DEFAULT_BLOCK", "MAX_HIDDEN"]
+__all__ = ["Fp8Quant", "reference", "group_reference", "kernel_codes", "example",
+           "default_block", "E4M3_MAX", "MIN_SCALE", "GROUP_SIZE", "GROUP_EPS", "DEFAULT_BLOCK",
+           "MAX_HIDDEN"]
 
 #: Largest finite OCP FP8 E4M3 value (OCP 8-bit Floating Point Specification, 2023).
 E4M3_MAX = 448.0
 #: The dynamic scale's floor: the smallest normal f32, 2^-126. An all-zero row gets this
 #: scale (and zero codes); 1/scale stays finite.
 MIN_SCALE = 2.0**-126
+#: Elements a group of scale_mode "group" (DeepSeek-V3's blockwise activation scales:
+#: DeepSeek-V3 technical report, 2024, section 3.3.2, "1x128 tiles").
+GROUP_SIZE = 128
+#: The group amax's floor, as vLLM's ``per_token_group_quant_fp8`` (its ``eps``, 1e-10):
+#: an all-zero group gets scale 1e-10 / 448 and zero codes.
+GROUP_EPS = 1e-10
 #: Threads per CTA for rows of up to 256 threads x 8 16-byte vectors (measured best at
 #: hidden 4096 and 8192, docs/kernels/fp8_quant.md); longer rows get more threads.
 DEFAULT_BLOCK = 256
@@ -45,6 +52,13 @@ def _hidden_check(instance: Any, attribute: Any, value: int) -> None:
     check_length(value)
     if value > MAX_HIDDEN:
         raise ValueError(f"expected at most {MAX_HIDDEN} elements")
+
+
+def _scale_mode_check(instance: Any, attribute: Any, value: str) -> None:
+    if value == "group" and instance.hidden % GROUP_SIZE:
+        raise ValueError(f"expected hidden to be a multiple of {GROUP_SIZE} for scale_mode "
+                         f"group (hidden is {instance.hidden}): one scale a group of "
+                         f"{GROUP_SIZE} elements")
 
 
 def _static_scale_check(instance: Any, attribute: Any, value: float | None) -> None:
@@ -75,6 +89,12 @@ class Fp8Quant:
     * ``"static_baked"``: one scale, ``static_scale``, baked into the PTX.
     * ``"static_param"``: one scale read from the ``scale`` pointer (one f32) at launch.
       A zero or non-finite scale there is the caller's error (not checked).
+    * ``"group"``: one scale per group of 128 elements along the row (DeepSeek-V3's
+      blockwise activation quantization), ``scale[t, g] = max(amax_g, 1e-10) / 448``
+      with ``amax_g`` the largest ``|x|`` of the group, written to the ``scale`` output
+      ``[tokens, hidden / 128]`` (row-major, as vLLM's ``per_token_group_quant_fp8``
+      returns by default; DeepGEMM wants them column-major: transpose). ``hidden`` must be
+      a multiple of 128.
 
     Kernel parameters (in order): ``x`` (``dtype``, aligned to one vector,
     :attr:`vector_bytes`), ``q`` (e4m3 bytes, ``[tokens, hidden]``, aligned to
@@ -99,15 +119,17 @@ class Fp8Quant:
         hidden (baked): elements per row, 1 to 2^20.
         block (baked): threads per CTA (the PTX unrolls the row over them), a multiple
             of 32 up to 1024; the default follows ``hidden`` (:func:`default_block`).
-        scale_mode (baked): ``"dynamic"``, ``"static_baked"`` or ``"static_param"``.
+        scale_mode (baked): ``"dynamic"``, ``"static_baked"``, ``"static_param"`` or
+            ``"group"``.
         static_scale (baked): the scale for ``static_baked``, else None.
     """
 
     dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="input element type: f32, f16 or bf16")
     hidden: int = baked(4096, validator=_hidden_check, doc="elements per row")
-    scale_mode: Literal["dynamic", "static_baked", "static_param"] = baked(
-        "dynamic", doc="dynamic per-token scales, or one static scale (baked or passed)")
+    scale_mode: Literal["dynamic", "static_baked", "static_param", "group"] = baked(
+        "dynamic", validator=_scale_mode_check,
+        doc="dynamic per-token scales, one static scale (baked or passed), or per-group scales")
     static_scale: float | None = baked(None, validator=_static_scale_check,
                                        doc="the scale of static_baked, else None")
     block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
@@ -123,6 +145,8 @@ class Fp8Quant:
         + [{"dtype": "bf16", "hidden": 131073}, {"dtype": "f32", "hidden": 65540},
            {"dtype": "bf16", "hidden": 131073, "scale_mode": "static_param"}]
         + [{"scale_mode": "static_param"}, {"scale_mode": "static_baked", "static_scale": 0.05}]
+        + [{"dtype": dt, "hidden": h, "scale_mode": "group"} for dt in ("f32", "bf16")
+           for h in (7168, 18432, 131072)]
     )
 
     @property
@@ -166,8 +190,10 @@ class Fp8Quant:
 
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: x read once, q written once (1 byte per
-        element), and one f32 scale per token (dynamic) or one in total (static_param)."""
-        scales = {"dynamic": 4 * tokens, "static_param": 4, "static_baked": 0}[self.scale_mode]
+        element), and one f32 scale per token (dynamic), per group of 128 (group) or one
+        in total (static_param)."""
+        scales = {"dynamic": 4 * tokens, "static_param": 4, "static_baked": 0,
+                  "group": 4 * tokens * (self.hidden // GROUP_SIZE)}[self.scale_mode]
         return tokens * self.hidden * (self.dtype.size + 1) + scales
 
 
@@ -198,6 +224,60 @@ def reference(x: Any, scale: Any = None) -> tuple[Any, Any]:
         return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
 
 
+def group_reference(x: Any, group: int = GROUP_SIZE) -> tuple[Any, Any]:
+    """float64 per-group quantization of ``x`` ``[tokens, hidden]``: ``(quotient clipped to
+    +-448, scales [tokens, hidden / group])``, ``scale = max(amax, 1e-10) / 448`` a group.
+
+    As :func:`reference`: NaN is ignored by the group max, a group holding +-inf gets
+    scale ``inf``.
+    """
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    groups = x.reshape(x.shape[0], -1, group)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        amax = np.fmax.reduce(np.abs(groups), axis=-1, initial=0.0)
+        scale = np.maximum(amax, GROUP_EPS) / E4M3_MAX
+        quotient = (groups / scale[..., None]).reshape(x.shape)
+    return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
+
+
+def kernel_codes(x: Any, scale_mode: str = "dynamic", scale: float | None = None) -> tuple[Any, Any]:
+    """The codes and scales the kernel produces for ``x`` ``[tokens, hidden]`` (values exact
+    in f32), computed in f32 as the PTX does: ``amax`` exact, ``scale`` by an IEEE f32
+    division (``div.rn.f32``) and the mode's floor, ``inv`` the IEEE f32 reciprocal
+    (``rcp.rn.f32``), ``x * inv`` rounded to f32 (``mul.rn.f32``), then to E4M3 (nearest
+    even, saturating at +-448; NaN gives 0x7F with x's sign).
+
+    ``scale_mode``: ``"dynamic"``, ``"group"``, or ``"static"`` with ``scale`` the f32
+    scale (baked or passed). Returns ``(codes uint8 [tokens, hidden], scales f32)``:
+    ``[tokens]``, ``[tokens, hidden / 128]`` or the one static scale. Use it to check that a
+    fused kernel quantizes exactly as the unfused pair.
+    """
+    import numpy as np
+
+    x32 = np.asarray(x, dtype=np.float32)
+    f32 = np.float32
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if scale_mode == "dynamic":
+            amax = np.fmax.reduce(np.abs(x32), axis=-1, initial=f32(0))
+            scales = np.maximum(amax / f32(E4M3_MAX), f32(MIN_SCALE)).astype(f32)
+            inv = (f32(1) / scales)[:, None]
+        elif scale_mode == "group":
+            groups = x32.reshape(x32.shape[0], -1, GROUP_SIZE)
+            amax = np.fmax.reduce(np.abs(groups), axis=-1, initial=f32(0))
+            scales = (np.maximum(amax, f32(GROUP_EPS)) / f32(E4M3_MAX)).astype(f32)
+            inv = np.repeat(f32(1) / scales, GROUP_SIZE, axis=-1)
+        else:
+            scales = f32(scale)
+            inv = f32(1) / scales
+        product = (x32 * inv).astype(f32)
+    codes = to_bits(np.nan_to_num(product, nan=0.0), DType.F8E4M3)
+    nan = np.isnan(product)
+    codes = np.where(nan, np.where(np.signbit(product), 0xFF, 0x7F), codes).astype(np.uint8)
+    return codes, scales
+
+
 def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = (0,)) -> KernelCase:
     """A launch of ``spec`` on ``tokens`` random rows; rows in ``zero_rows`` are all zero.
 
@@ -222,6 +302,10 @@ def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = 
     if spec.scale_mode == "dynamic":
         quotient, scale = reference(xf)
         args.append(("scale", Output((tokens,), DType.F32)))
+        expected["scale"] = scale
+    elif spec.scale_mode == "group":
+        quotient, scale = group_reference(xf)
+        args.append(("scale", Output(scale.shape, DType.F32)))
         expected["scale"] = scale
     elif spec.scale_mode == "static_param":
         static = np.float32(np.abs(xf).max() / 300.0 if np.abs(xf).max() > 0 else 1.0)
