@@ -175,3 +175,19 @@ def test_gpu_example_matches_reference(mode):
     errors = run_case(Executor(), case, rng)
     assert errors["q"] <= case.tolerance, errors
     assert errors.get("scale", 0.0) <= 1e-2 and errors.get("residual", 0.0) == 0.0, errors
+
+
+@pytest.mark.parametrize("hidden,dtype,block", [
+    (h, d, b) for h in (7, 4097, 4100, 2880, 7168) for d in ("bf16", "f32") for b in (None, 1024)])
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_every_vector_and_code_once(hidden, dtype, block, mode):
+    """In a model of the CTA (ptxsim.row_coverage), x is loaded once and every vector of
+    codes stored once, for odd, narrow and 16-byte rows."""
+    from ptxsim import row_coverage
+
+    spec = RMSNormQuant(hidden=hidden, dtype=dtype, scale_mode=mode,
+                        **({"block": block} if block else {}))
+    ptx = render(spec)
+    vectors = {i: 1 for i in range(hidden // spec.vector)}
+    assert row_coverage(ptx, "ld", ("%rd4",), spec.vector_bytes, spec.block) == [vectors]
+    assert row_coverage(ptx, "st", ("%rd6",), spec.vector, spec.block) == [vectors]

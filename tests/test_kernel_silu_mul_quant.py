@@ -116,3 +116,18 @@ def test_gpu_codes_equal_the_unfused_pair(dtype, d, mode):
             np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
     quotient, _, _ = reference(x, d, spec.dtype, mode, static)
     compare(out["q"], quotient, DType.F8E4M3, TOLERANCE[DType.F8E4M3], repr(spec))
+
+
+@pytest.mark.parametrize("d,dtype,block", [
+    (dd, t, b) for dd in (7, 4097, 4100, 2880, 14336) for t in ("bf16", "f32") for b in (None, 1024)])
+def test_every_vector_and_code_once(d, dtype, block):
+    """In a model of the CTA (ptxsim.row_coverage), every gate and up vector of the token's
+    row is loaded once (up vectors follow the gate's d / vector), every code stored once."""
+    from ptxsim import row_coverage
+
+    spec = SiluMulQuant(d=d, dtype=dtype, **({"block": block} if block else {}))
+    ptx = render(spec)
+    assert row_coverage(ptx, "ld", ("%rd4",), spec.vector_bytes, spec.block) == [
+        {i: 1 for i in range(2 * d // spec.vector)}]
+    assert row_coverage(ptx, "st", ("%rd6",), spec.vector, spec.block) == [
+        {i: 1 for i in range(d // spec.vector)}]

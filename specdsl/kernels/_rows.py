@@ -7,7 +7,8 @@ from ..dtype import DType
 from ..errors import SpecError
 
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
-           "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for"]
+           "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
+           "check_resident", "check_resident_block"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
@@ -95,3 +96,32 @@ def check_length(elements: int) -> None:
     """
     if isinstance(elements, bool) or not isinstance(elements, int) or elements <= 0:
         raise ValueError("expected a positive number of elements")
+
+
+def check_resident(length: int, dtype: DType) -> None:
+    """Refuse a row of ``length`` that 1024 threads cannot keep in registers (32 a thread:
+    65536 f16/bf16 elements of 16-byte vectors, 32768 f32 or odd lengths), for kernels
+    that hold the whole row (the fused FP8 epilogues, whose row max needs all of y).
+
+    Raises:
+        ValueError: a length that is not positive, or too long.
+    """
+    check_length(length)
+    lanes = vector_elements(length, dtype)
+    longest = 1024 * most_vectors_per_thread(lanes, dtype) * lanes
+    if length > longest:
+        raise ValueError(f"expected at most {longest} elements of {dtype}: the row stays in "
+                         f"the registers of one CTA")
+
+
+def check_resident_block(length: int, dtype: DType, block: int) -> None:
+    """Refuse a ``block`` too small to keep a row of ``length`` in registers.
+
+    Raises:
+        ValueError: naming the fewest threads that hold it.
+    """
+    lanes = vector_elements(length, dtype)
+    vectors, most = length // lanes, most_vectors_per_thread(lanes, dtype)
+    if vectors > block * most:
+        raise ValueError(f"expected at least {threads_for(vectors, most)} threads: a row of "
+                         f"{vectors} vectors, at most {most} a thread kept in registers")

@@ -14,7 +14,8 @@ from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
 from ._rows import cdiv, check_length, most_vectors_per_thread, threads_for, vector_elements
 
-__all__ = ["Fp8Quant", "reference", "group_reference", "kernel_codes", "example",
+__all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
+           "check_group", "example",
            "default_block", "E4M3_MAX", "MIN_SCALE", "GROUP_SIZE", "GROUP_EPS", "DEFAULT_BLOCK",
            "MAX_HIDDEN"]
 
@@ -55,10 +56,8 @@ def _hidden_check(instance: Any, attribute: Any, value: int) -> None:
 
 
 def _scale_mode_check(instance: Any, attribute: Any, value: str) -> None:
-    if value == "group" and instance.hidden % GROUP_SIZE:
-        raise ValueError(f"expected hidden to be a multiple of {GROUP_SIZE} for scale_mode "
-                         f"group (hidden is {instance.hidden}): one scale a group of "
-                         f"{GROUP_SIZE} elements")
+    if value == "group":
+        check_group(instance.hidden, "hidden")
 
 
 def _static_scale_check(instance: Any, attribute: Any, value: float | None) -> None:
@@ -240,6 +239,26 @@ def group_reference(x: Any, group: int = GROUP_SIZE) -> tuple[Any, Any]:
         scale = np.maximum(amax, GROUP_EPS) / E4M3_MAX
         quotient = (groups / scale[..., None]).reshape(x.shape)
     return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
+
+
+def mode_reference(y: Any, scale_mode: str, scale: float | None = None) -> tuple[Any, Any]:
+    """:func:`reference` (``"dynamic"``, or ``"static"`` with ``scale``) or
+    :func:`group_reference` (``"group"``) of ``y``: ``(quotient clipped to +-448, scales)``."""
+    if scale_mode == "group":
+        return group_reference(y)
+    return reference(y, None if scale_mode == "dynamic" else scale)
+
+
+def check_group(length: int, field: str) -> None:
+    """Refuse a row of ``length`` that is not whole groups of :data:`GROUP_SIZE`.
+
+    Raises:
+        ValueError: naming ``field`` (the spec turns it into a SpecError).
+    """
+    if length % GROUP_SIZE:
+        raise ValueError(f"expected {field} to be a multiple of {GROUP_SIZE} for scale_mode "
+                         f"group ({field} is {length}): one scale a group of {GROUP_SIZE} "
+                         f"elements")
 
 
 def kernel_codes(x: Any, scale_mode: str = "dynamic", scale: float | None = None) -> tuple[Any, Any]:

@@ -202,20 +202,31 @@ def example(spec: RMSNorm, rng: Any, rows: int = 7) -> KernelCase:
     """
     import numpy as np
 
+    args, expected, x64, w64 = example_inputs(spec, rng, rows)
+    args += [("y", Output((rows, spec.hidden), spec.dtype)), ("rows", np.uint32(rows))]
+    expected["y"] = reference(x64, w64, spec.eps)
+    grid, block = spec.launch_dims(rows)
+    return KernelCase(spec=spec, args=tuple(args), grid=grid, block=block,
+                      expected=expected, tolerance=TOLERANCE[spec.dtype])
+
+
+def example_inputs(spec: Any, rng: Any, rows: int) -> tuple[list, dict, Any, Any]:
+    """The inputs of an RMSNorm-shaped example (RMSNorm, RMSNormQuant): ``(args, expected,
+    source, weight)`` with ``args`` = x, [residual], weight (x, residual ~ N(0, 1), weight
+    ~ N(1, 0.5), rounded to ``spec.dtype``), ``expected`` holding the written-back residual
+    (``x + residual`` rounded once) under ``fused_residual``, ``source`` the float64 row
+    that is normalized (x or that sum) and ``weight`` as float64."""
     shape = (rows, spec.hidden)
     x = to_bits(rng.standard_normal(shape), spec.dtype)
     weight = to_bits(rng.normal(1.0, 0.5, spec.hidden), spec.dtype)
     x64, w64 = from_bits(x, spec.dtype), from_bits(weight, spec.dtype)
-    grid, block = spec.launch_dims(rows)
     args: list[tuple[str, Any]] = [("x", x)]
-    expected = {}
+    expected: dict[str, Any] = {}
     if spec.fused_residual:
         residual = to_bits(rng.standard_normal(shape), spec.dtype)
         summed = from_bits(to_bits(x64 + from_bits(residual, spec.dtype), spec.dtype), spec.dtype)
         args.append(("residual", Output(shape, spec.dtype, initial=residual)))
         expected["residual"] = summed
         x64 = summed
-    args += [("weight", weight), ("y", Output(shape, spec.dtype)), ("rows", np.uint32(rows))]
-    expected["y"] = reference(x64, w64, spec.eps)
-    return KernelCase(spec=spec, args=tuple(args), grid=grid, block=block,
-                      expected=expected, tolerance=TOLERANCE[spec.dtype])
+    args.append(("weight", weight))
+    return args, expected, x64, w64

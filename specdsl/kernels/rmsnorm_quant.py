@@ -12,38 +12,23 @@ from ..spec import kernel_spec
 from . import fp8_quant, rmsnorm
 from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
-from ._rows import (check_length, most_vectors_per_thread, row_launch_dims, threads_for,
-                    vector_elements)
+from ._rows import check_resident, check_resident_block, row_launch_dims, vector_elements
 
 __all__ = ["RMSNormQuant", "reference", "example"]
 
 
-def _longest(hidden: int, dtype: DType) -> int:
-    lanes = vector_elements(hidden, dtype)
-    return 1024 * most_vectors_per_thread(lanes, dtype) * lanes
-
-
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
-    check_length(hidden)
-    longest = _longest(hidden, instance.dtype)
-    if hidden > longest:
-        raise ValueError(f"expected at most {longest} elements of {instance.dtype}: the row "
-                         f"stays in the registers of one CTA for its largest |y|")
+    check_resident(hidden, instance.dtype)
 
 
 def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
-    if mode == "group" and instance.hidden % fp8_quant.GROUP_SIZE:
-        raise ValueError(f"expected hidden to be a multiple of {fp8_quant.GROUP_SIZE} for "
-                         f"scale_mode group (hidden is {instance.hidden})")
+    if mode == "group":
+        fp8_quant.check_group(instance.hidden, "hidden")
 
 
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     block_size(instance, attribute, block)
-    lanes = vector_elements(instance.hidden, instance.dtype)
-    vectors, most = instance.hidden // lanes, most_vectors_per_thread(lanes, instance.dtype)
-    if vectors > block * most:
-        raise ValueError(f"expected at least {threads_for(vectors, most)} threads: a row of "
-                         f"{vectors} vectors, at most {most} a thread kept in registers")
+    check_resident_block(instance.hidden, instance.dtype, block)
 
 
 @kernel_spec(template="rmsnorm_quant.ptx.j2", entry="rmsnorm_quant")
@@ -144,12 +129,7 @@ def reference(x: Any, weight: Any, eps: float, dtype: DType, scale_mode: str,
     y)``, the quotient clipped to +-448 (what decoded codes approach), the scales of
     ``scale_mode`` (``"static"``: ``scale``) and the rounded ``y`` they come from."""
     y = from_bits(to_bits(rmsnorm.reference(x, weight, eps), dtype), dtype)
-    if scale_mode == "group":
-        quotient, scales = fp8_quant.group_reference(y)
-    elif scale_mode == "dynamic":
-        quotient, scales = fp8_quant.reference(y)
-    else:
-        quotient, scales = fp8_quant.reference(y, scale)
+    quotient, scales = fp8_quant.mode_reference(y, scale_mode, scale)
     return quotient, scales, y
 
 
@@ -161,17 +141,7 @@ def example(spec: RMSNormQuant, rng: Any, rows: int = 7) -> KernelCase:
     import numpy as np
 
     shape = (rows, spec.hidden)
-    x = to_bits(rng.standard_normal(shape), spec.dtype)
-    weight = to_bits(rng.normal(1.0, 0.5, spec.hidden), spec.dtype)
-    x64, w64 = from_bits(x, spec.dtype), from_bits(weight, spec.dtype)
-    args: list[tuple[str, Any]] = [("x", x)]
-    expected: dict[str, Any] = {}
-    if spec.fused_residual:
-        residual = to_bits(rng.standard_normal(shape), spec.dtype)
-        summed = from_bits(to_bits(x64 + from_bits(residual, spec.dtype), spec.dtype), spec.dtype)
-        args.append(("residual", Output(shape, spec.dtype, initial=residual)))
-        expected["residual"] = summed
-        x64 = summed
+    args, expected, x64, w64 = rmsnorm.example_inputs(spec, rng, rows)
     eps = float(np.float32(spec.eps))
     static = None
     if spec.scale_mode == "static":
@@ -179,7 +149,7 @@ def example(spec: RMSNormQuant, rng: Any, rows: int = 7) -> KernelCase:
         static = np.float32(y_max / 400.0)
     quotient, scales, _ = reference(x64, w64, eps, spec.dtype, spec.scale_mode,
                                     None if static is None else float(static))
-    args += [("weight", weight), ("q", Output(shape, DType.F8E4M3))]
+    args.append(("q", Output(shape, DType.F8E4M3)))
     if static is None:
         args.append(("scale", Output(np.shape(scales), DType.F32)))
         expected["scale"] = scales

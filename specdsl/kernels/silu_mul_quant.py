@@ -12,8 +12,8 @@ from ..spec import kernel_spec
 from . import fp8_quant, silu_mul
 from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
-from ._rows import (check_length, most_vectors_per_thread, row_block, row_launch_dims,
-                    threads_for, vector_elements, vector_registers)
+from ._rows import (check_resident, check_resident_block, row_block, row_launch_dims,
+                    vector_elements, vector_registers)
 
 __all__ = ["SiluMulQuant", "default_block", "reference", "example"]
 
@@ -26,27 +26,17 @@ def default_block(d: int, dtype: DType) -> int:
 
 
 def _check_d(instance: Any, attribute: Any, d: int) -> None:
-    check_length(d)
-    lanes = vector_elements(d, instance.dtype)
-    longest = 1024 * most_vectors_per_thread(lanes, instance.dtype) * lanes
-    if d > longest:
-        raise ValueError(f"expected at most {longest} elements of {instance.dtype}: the row "
-                         f"of y stays in the registers of one CTA for its largest |y|")
+    check_resident(d, instance.dtype)
 
 
 def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
-    if mode == "group" and instance.d % fp8_quant.GROUP_SIZE:
-        raise ValueError(f"expected d to be a multiple of {fp8_quant.GROUP_SIZE} for "
-                         f"scale_mode group (d is {instance.d})")
+    if mode == "group":
+        fp8_quant.check_group(instance.d, "d")
 
 
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     block_size(instance, attribute, block)
-    lanes = vector_elements(instance.d, instance.dtype)
-    vectors, most = instance.d // lanes, most_vectors_per_thread(lanes, instance.dtype)
-    if vectors > block * most:
-        raise ValueError(f"expected at least {threads_for(vectors, most)} threads: a row of "
-                         f"{vectors} vectors, at most {most} a thread kept in registers")
+    check_resident_block(instance.d, instance.dtype, block)
 
 
 @kernel_spec(template="silu_mul_quant.ptx.j2", entry="silu_mul_quant")
@@ -129,12 +119,7 @@ def reference(x: Any, d: int, dtype: DType, scale_mode: str,
     """float64 ``silu(x[:, :d]) * x[:, d:]``, rounded to ``dtype``, then quantized:
     ``(quotient clipped to +-448, scales, rounded y)``."""
     y = from_bits(to_bits(silu_mul.reference(x, d), dtype), dtype)
-    if scale_mode == "group":
-        quotient, scales = fp8_quant.group_reference(y)
-    elif scale_mode == "dynamic":
-        quotient, scales = fp8_quant.reference(y)
-    else:
-        quotient, scales = fp8_quant.reference(y, scale)
+    quotient, scales = fp8_quant.mode_reference(y, scale_mode, scale)
     return quotient, scales, y
 
 
