@@ -1,32 +1,45 @@
 """Benchmark cases of RMSNorm and Softmax (bf16) for ``benchmarks/kernels.py``.
 
-Shapes: tokens in {1, 16, 256, 4096, 16384} x hidden in {4096, 8192}; RMSNorm with the
-fused residual add at 4096 and 16384 tokens; Softmax also at cols 32768 and 131072.
-Softmax runs with ``scale=1.0``, so torch eager is a single ``torch.softmax`` kernel, and
-with ``split=suggested_split(cols, "bf16", tokens)`` (a cluster of CTAs a row for few long
-rows; the shape label then says ``split=``).
+Shapes: tokens in {1, 16, 256, 4096, 16384} x hidden in {4096, 8192}, for RMSNorm with and
+without the fused residual add and for Softmax; Softmax also at cols 32768 and 131072 up to
+4096 tokens. Softmax runs with ``scale=1.0``, so torch eager is a single ``torch.softmax``
+kernel, and with ``split=suggested_split(cols, "bf16", tokens)`` (a cluster of CTAs a row
+for few long rows; the shape label then says ``split=``). Peers: Liger-Kernel's RMSNorm,
+fused add RMSNorm and Softmax (``liger_peers.py``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import liger_peers
 import numpy as np
-from kernels import BenchCase
+from harness import BenchCase, from_bits, host, to_bits
 
-from specdsl.kernels.rmsnorm import RMSNorm
-from specdsl.kernels.softmax import Softmax, suggested_split
+from specdsl import DType
+from specdsl.kernels import RMSNorm, Softmax
+from specdsl.kernels import rmsnorm as rmsnorm_module
+from specdsl.kernels import softmax as softmax_module
+from specdsl.kernels.softmax import suggested_split
 
+#: The kernels this module's cases time (``--kernels`` names).
+KERNELS = ("RMSNorm", "RMSNorm+residual", "Softmax")
 TOKENS = (1, 16, 256, 4096, 16384)
 HIDDEN = (4096, 8192)
-SOFTMAX_COLS = (4096, 8192, 32768, 131072)
+SOFTMAX_LONG_COLS = (32768, 131072)
+SOFTMAX_LONG_TOKENS = (1, 16, 256, 4096)
 EPS = 1e-6
+
+
+def _label(fields: dict) -> str:
+    return "".join(f" {k}={v}" for k, v in fields.items())
 
 
 def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -> BenchCase:
     spec = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused, **fields)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
+    eps32 = float(np.float32(EPS))  # what the kernel bakes
 
     def make_inputs() -> tuple:
         x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
@@ -36,31 +49,41 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -
             return x, torch.randn_like(x), weight, y
         return x, weight, y
 
-    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, rows, grid=grid, block=block)
+        return (inputs[-1], inputs[1]) if fused else (inputs[-1],)  # y (and the sum)
+
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        x, weight = host(inputs[0], picks), host(inputs[-2])
+        if not fused:
+            return (rmsnorm_module.reference(x, weight, eps32),)
+        summed = from_bits(to_bits(x + host(inputs[1], picks), DType.BF16), DType.BF16)
+        return rmsnorm_module.reference(summed, weight, eps32), summed
 
     if fused:
         def run_torch(x: Any, residual: Any, weight: Any) -> Any:
             s = x + residual
-            return s, torch.nn.functional.rms_norm(s, (hidden,), weight, EPS)
+            return torch.nn.functional.rms_norm(s, (hidden,), weight, EPS), s
         torch_args = lambda inputs: inputs[:3]  # noqa: E731
+        liger = lambda: liger_peers.fused_add_rms_norm(EPS)  # noqa: E731
     else:
         def run_torch(x: Any, weight: Any) -> Any:
             return torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
         torch_args = lambda inputs: inputs[:2]  # noqa: E731
-    name = "RMSNorm+residual" if fused else "RMSNorm"
-    label = "".join(f" {k}={v}" for k, v in fields.items())
-    return BenchCase(kernel=name, shape=f"tokens={tokens} hidden={hidden}{label}",
+        liger = lambda: liger_peers.rms_norm(EPS)  # noqa: E731
+    return BenchCase(kernel="RMSNorm+residual" if fused else "RMSNorm", tokens=tokens,
+                     series=f"hidden={hidden}{_label(fields)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
-                     run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args)
+                     run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args,
+                     expected=expected, peers={"liger": liger},
+                     tolerance=rmsnorm_module.example(spec, np.random.default_rng(0)).tolerance)
 
 
 def _softmax(torch: Any, tokens: int, cols: int, **fields: Any) -> BenchCase:
     # few long rows share a cluster of CTAs each, as an application would ask for them
     split = suggested_split(cols, "bf16", tokens)
-    if "split" not in fields and split > 1:
-        fields["split"] = split
-    spec = Softmax(cols=cols, scale=1.0, dtype="bf16", **fields)
+    auto = {"split": split} if "split" not in fields and split > 1 else {}
+    spec = Softmax(cols=cols, scale=1.0, dtype="bf16", **fields, **auto)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
 
@@ -68,22 +91,29 @@ def _softmax(torch: Any, tokens: int, cols: int, **fields: Any) -> BenchCase:
         x = torch.randn(tokens, cols, dtype=torch.bfloat16, device="cuda") * 2
         return x, torch.empty_like(x)
 
-    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, rows, grid=grid, block=block)
+        return (inputs[1],)
 
     def run_torch(x: Any) -> Any:
         return torch.softmax(x, dim=-1)
 
-    label = "".join(f" {k}={v}" for k, v in fields.items())
-    return BenchCase(kernel="Softmax", shape=f"tokens={tokens} cols={cols}{label}",
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        return (softmax_module.reference(host(inputs[0], picks), 1.0),)
+
+    return BenchCase(kernel="Softmax", tokens=tokens, series=f"cols={cols}{_label(fields)}",
+                     detail=_label(auto),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
-                     torch_args=lambda inputs: inputs[:1])
+                     torch_args=lambda inputs: inputs[:1], expected=expected,
+                     peers={"liger": liger_peers.softmax},
+                     tolerance=softmax_module.example(spec, np.random.default_rng(0)).tolerance)
 
 
 def cases(torch: Any) -> list[BenchCase]:
-    """RMSNorm, fused RMSNorm and Softmax cases, bf16."""
+    """RMSNorm, fused RMSNorm and Softmax cases, bf16 (no device work until a case runs)."""
     found = [_rmsnorm(torch, t, h, False) for h in HIDDEN for t in TOKENS]
-    found += [_rmsnorm(torch, t, h, True) for h in HIDDEN for t in (4096, 16384)]
-    found += [_softmax(torch, t, c) for c in SOFTMAX_COLS for t in TOKENS]
+    found += [_rmsnorm(torch, t, h, True) for h in HIDDEN for t in TOKENS]
+    found += [_softmax(torch, t, c) for c in HIDDEN for t in TOKENS]
+    found += [_softmax(torch, t, c) for c in SOFTMAX_LONG_COLS for t in SOFTMAX_LONG_TOKENS]
     return found

@@ -5,21 +5,28 @@ Shapes: tokens in {1, 16, 256, 4096, 16384} x width in {4096, 8192}, where the w
 scales) and ``q_heads * head_dim`` for RoPE (head_dim 128, neox, q_heads 32 or 64 with
 8 kv heads, theta 1e6). The torch versions are what an inference stack does in eager
 PyTorch: ``silu(x[:, :d]) * x[:, d:]``; amax, divide, clamp, cast to float8_e4m3fn;
-RoPE through a precomputed cos/sin cache indexed by the positions, rotate-half.
-Run: ``python3 benchmarks/kernels.py --only RoPE,SiluMul,Fp8Quant``.
+RoPE through a precomputed cos/sin cache indexed by the positions, rotate-half. Peers:
+Liger-Kernel's SwiGLU and RoPE (``liger_peers.py``); Liger has no FP8 quantization.
+Run: ``python3 benchmarks/kernels.py --kernels RoPE,SiluMul,Fp8Quant``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import liger_peers
 import numpy as np
-from kernels import BenchCase
+from harness import BenchCase, host
 
-from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, Fp8Quant
-from specdsl.kernels.rope import RoPE
-from specdsl.kernels.silu_mul import SiluMul
+from specdsl.kernels import Fp8Quant, RoPE, SiluMul
+from specdsl.kernels import fp8_quant as fp8_quant_module
+from specdsl.kernels import rope as rope_module
+from specdsl.kernels import silu_mul as silu_mul_module
+from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE
 
+#: The kernels this module's cases time (``--kernels`` names).
+KERNELS = ("RoPE", "SiluMul", "Fp8Quant")
 TOKENS = (1, 16, 256, 4096, 16384)
 WIDTHS = (4096, 8192)
 HEAD_DIM = 128
@@ -42,16 +49,22 @@ def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
         x = torch.randn(tokens, 2 * d, dtype=torch.bfloat16, device="cuda") * 2
         return x, torch.empty(tokens, d, dtype=torch.bfloat16, device="cuda")
 
-    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, count, grid=grid, block=block)
+        return (inputs[1],)
 
     def run_torch(x: Any) -> Any:
         return torch.nn.functional.silu(x[:, :d]) * x[:, d:]
 
-    return BenchCase(kernel="SiluMul", shape=f"tokens={tokens} d={d}{label}",
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        return (silu_mul_module.reference(host(inputs[0], picks), d),)
+
+    return BenchCase(kernel="SiluMul", tokens=tokens, series=f"d={d}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
-                     torch_args=lambda inputs: inputs[:1])
+                     torch_args=lambda inputs: inputs[:1], expected=expected,
+                     peers={"liger": lambda: liger_peers.silu_mul(d)},
+                     tolerance=silu_mul_module.example(spec, np.random.default_rng(0)).tolerance)
 
 
 def _fp8_quant(torch: Any, tokens: int, hidden: int) -> BenchCase:
@@ -60,11 +73,12 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int) -> BenchCase:
 
     def make_inputs() -> tuple:
         x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
-        q = torch.empty(tokens, hidden, dtype=torch.uint8, device="cuda")
+        q = torch.empty(tokens, hidden, dtype=torch.float8_e4m3fn, device="cuda")
         return x, q, torch.empty(tokens, dtype=torch.float32, device="cuda")
 
-    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, grid=grid, block=block)
+        return inputs[1], inputs[2]
 
     def run_torch(x: Any) -> Any:
         amax = x.abs().amax(dim=-1, keepdim=True).float()
@@ -72,10 +86,28 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int) -> BenchCase:
         q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
         return q, scale
 
-    return BenchCase(kernel="Fp8Quant", shape=f"tokens={tokens} hidden={hidden}",
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        return fp8_quant_module.reference(host(inputs[0], picks))  # (quotient, scale)
+
+    return BenchCase(kernel="Fp8Quant", tokens=tokens, series=f"hidden={hidden}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
-                     torch_args=lambda inputs: inputs[:1])
+                     torch_args=lambda inputs: inputs[:1], expected=expected,
+                     peers={"liger": liger_peers.missing("Liger-Kernel has no FP8 quantization")},
+                     tolerance=fp8_quant_module.example(spec, np.random.default_rng(0)).tolerance)
+
+
+@functools.lru_cache(maxsize=1)
+def _cos_sin_table(torch: Any) -> Any:
+    """``[MAX_POSITION, HEAD_DIM]`` bf16: cos of every angle, then sin (angles in float64).
+
+    Built once, on first use, outside anything torch.compile traces (dynamo would trace
+    through the cache into the table's construction).
+    """
+    inv_freq = THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float64, device="cuda")
+                         / HEAD_DIM)
+    angles = torch.arange(MAX_POSITION, dtype=torch.float64, device="cuda")[:, None] * inv_freq
+    return torch.cat([angles.cos(), angles.sin()], dim=-1).to(torch.bfloat16)
 
 
 def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
@@ -85,10 +117,10 @@ def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
     grid, block = spec.launch_dims(tokens)
     count = np.uint32(tokens)
     half = HEAD_DIM // 2
-    inv_freq = THETA ** (-torch.arange(0, HEAD_DIM, 2, dtype=torch.float64, device="cuda")
-                         / HEAD_DIM)
-    angles = torch.arange(MAX_POSITION, dtype=torch.float64, device="cuda")[:, None] * inv_freq
-    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=-1).to(torch.bfloat16)
+
+    def cos_sin(positions: Any) -> tuple:
+        """The cos and sin halves ``[tokens, HEAD_DIM / 2]`` at ``positions`` (bf16)."""
+        return _cos_sin_table(torch)[positions].chunk(2, dim=-1)
 
     def make_inputs() -> tuple:
         q = torch.randn(tokens, q_heads, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
@@ -96,24 +128,36 @@ def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
         positions = torch.randint(0, MAX_POSITION, (tokens,), dtype=torch.int64, device="cuda")
         return q, k, positions
 
-    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, count, grid=grid, block=block)
+        return inputs[0], inputs[1]  # rotated in place
 
-    def run_torch(q: Any, k: Any, positions: Any) -> Any:
-        cos, sin = cos_sin[positions].unsqueeze(1).chunk(2, dim=-1)
+    def run_torch(q: Any, k: Any, positions: Any, table: Any) -> Any:
+        cos, sin = (t.unsqueeze(1) for t in table[positions].chunk(2, dim=-1))
 
         def rotate(x: Any) -> Any:
             x1, x2 = x[..., :half], x[..., half:]
             return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
         return rotate(q), rotate(k)
 
-    return BenchCase(kernel="RoPE", shape=f"tokens={tokens} heads={q_heads}+{KV_HEADS}x{HEAD_DIM}",
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        positions = inputs[2].index_select(0, picks).cpu().numpy()
+        fields = dict(rotary_dim=spec.rotary, theta=THETA, style="neox")
+        return tuple(rope_module.reference(host(t, picks), positions, **fields)
+                     for t in inputs[:2])
+
+    return BenchCase(kernel="RoPE", tokens=tokens,
+                     series=f"heads={q_heads}+{KV_HEADS}x{HEAD_DIM}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
-                     run_specdsl=run_specdsl, run_torch=run_torch)
+                     run_specdsl=run_specdsl, run_torch=run_torch,
+                     # the table is an argument, built outside what torch.compile traces
+                     torch_args=lambda inputs: (*inputs[:3], _cos_sin_table(torch)),
+                     expected=expected, peers={"liger": lambda: liger_peers.rope(cos_sin)},
+                     tolerance=rope_module.example(spec, np.random.default_rng(0)).tolerance)
 
 
 def cases(torch: Any) -> list[BenchCase]:
-    """RoPE, SiluMul and Fp8Quant cases, bf16."""
+    """RoPE, SiluMul and Fp8Quant cases, bf16 (no device work until a case runs)."""
     found = [_rope(torch, t, w) for w in WIDTHS for t in TOKENS]
     found += [_silu_mul(torch, t, w) for w in WIDTHS for t in TOKENS]
     found += [_fp8_quant(torch, t, w) for w in WIDTHS for t in TOKENS]

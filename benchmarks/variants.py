@@ -4,10 +4,10 @@ Run on the GPU machine from the repository root::
 
     python3 benchmarks/variants.py softmax-block rmsnorm-block silu-small [--compile silu-small] [--out DIR]
 
-Each experiment is a list of :class:`kernels.BenchCase` built with non-default fields
-(``block``, ``unroll``); they are timed exactly as ``benchmarks/kernels.py`` times its
-cases (device events, median, rotated inputs larger than L2, a same-size copy beside
-each). ``--compile`` adds torch.compile to the named experiments. The notes in
+Each experiment is a list of :class:`harness.BenchCase` built with non-default fields
+(``block``, ``unroll``); they are checked and timed exactly as ``benchmarks/kernels.py``
+checks and times its cases (``harness.measure_case``: the float64 reference first, then
+device events, median, rotated inputs larger than L2, a same-size copy beside each). ``--compile`` adds torch.compile to the named experiments. The notes in
 ``docs/kernels/*.md`` cite the experiments by name. ``floor`` times a launch that does
 almost nothing (VectorAdd of 32 f32): the fixed cost every row above includes.
 """
@@ -21,16 +21,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
-import cases_norm
-import cases_pointwise
-import numpy as np
-from kernels import BenchCase, Launcher, copy_bandwidth, measure
+import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
+import cases_pointwise  # noqa: E402
+import numpy as np  # noqa: E402
+from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, measure_case  # noqa: E402
 
 
 def _floor(torch: Any) -> list[BenchCase]:
-    from specdsl.kernels import VectorAdd
+    from specdsl.kernels import VectorAdd, vector_add
 
     spec = VectorAdd()
     n = 32
@@ -38,12 +40,17 @@ def _floor(torch: Any) -> list[BenchCase]:
     def make_inputs() -> tuple:
         return tuple(torch.randn(n, device="cuda") for _ in range(3))
 
-    def run_specdsl(launcher: Any, inputs: tuple) -> None:
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, np.uint64(n), grid=spec.grid(n), block=(spec.block, 1, 1))
+        return (inputs[2],)
 
-    return [BenchCase(kernel="VectorAdd", shape="n=32 (launch floor)", bytes_moved=3 * 4 * n,
-                      make_inputs=make_inputs, run_specdsl=run_specdsl,
-                      run_torch=lambda a, b, c: torch.add(a, b, out=c))]
+    def expected(inputs: tuple, rows: Any) -> tuple:
+        return (vector_add.reference(host(inputs[0], rows), host(inputs[1], rows)),)
+
+    return [BenchCase(kernel="VectorAdd", tokens=n, series="f32 elements (launch floor)",
+                      bytes_moved=3 * 4 * n, make_inputs=make_inputs, run_specdsl=run_specdsl,
+                      run_torch=lambda a, b: a + b, torch_args=lambda inputs: inputs[:2],
+                      expected=expected, tolerance=1e-6)]
 
 
 EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
@@ -92,11 +99,19 @@ def main(argv: list[str] | None = None) -> int:
     print(lines[0], flush=True)
     for name in args.experiments:
         for case in EXPERIMENTS[name](torch):
-            t = measure(torch, case, launcher, name in compiled_experiments, args.launches)
-            compiled = f"{t['compile'] * 1e6:.2f}" if "compile" in t else "-"
-            row = (f"| {name} | {case.kernel} | {case.shape} | {t['specdsl'] * 1e6:.2f} | "
-                   f"{case.bytes_moved / t['specdsl'] / copy * 100:.1f} | "
-                   f"{t['copy'] * 1e6:.2f} | {compiled} |")
+            skip = None if name in compiled_experiments else "not asked: --compile"
+            impls = implementations(torch, case, launcher, compile_skip=skip, peers=False)
+            impls = {k: v for k, v in impls.items() if k in ("specdsl", "compile")}
+            record = measure_case(torch, case, impls, args.launches, graph=False)
+            t = {k: v.get("event_us") for k, v in record["impls"].items()}
+            if t["specdsl"] is None:
+                row = (f"| {name} | {case.kernel} | {case.shape} | n/a: "
+                       f"{record['impls']['specdsl']['error']} | - | - | - |")
+            else:
+                compiled = f"{t['compile']:.2f}" if t.get("compile") else "-"
+                row = (f"| {name} | {case.kernel} | {case.shape} | {t['specdsl']:.2f} | "
+                       f"{case.bytes_moved / (t['specdsl'] * 1e-6) / copy * 100:.1f} | "
+                       f"{record['copy']['event_us']:.2f} | {compiled} |")
             lines.append(row)
             print(row, flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from specdsl._spec.dtype import DType
 from specdsl.kernels.case import from_bits, to_bits
 
 __all__ = ["to_device", "poisoned", "to_host", "rounded", "compare", "run_rmsnorm", "run_softmax",
-           "run_fp8_quant", "run_silu_mul", "run_rope"]
+           "run_fp8_quant", "run_silu_mul", "run_rope", "run_quantized"]
 
 _TORCH = {DType.F32: "float32", DType.F16: "float16", DType.BF16: "bfloat16",
           DType.F8E4M3: "float8_e4m3fn"}
@@ -134,17 +134,20 @@ def run_softmax(executor: Any, torch: Any, spec: Any, x: np.ndarray) -> np.ndarr
 def run_fp8_quant(executor: Any, torch: Any, spec: Any, x: np.ndarray,
                   scale: float | None = None) -> dict[str, np.ndarray]:
     """Fp8Quant of ``x`` ``[tokens, hidden]``: decoded codes ``q``, and ``scale`` (the
-    per-token output for dynamic; ``scale`` is the f32 passed for static_param)."""
+    per-token or per-group output for dynamic and group; ``scale`` is the f32 passed for
+    static_param)."""
     dt = spec.dtype
     q = poisoned(torch, x.shape, DType.F8E4M3)
     args = [to_device(torch, to_bits(x, dt), dt), q]
     if spec.scale_mode == "dynamic":
         args.append(poisoned(torch, (x.shape[0],), DType.F32))
+    elif spec.scale_mode == "group":
+        args.append(poisoned(torch, (x.shape[0], x.shape[1] // 128), DType.F32))
     elif spec.scale_mode == "static_param":
         args.append(torch.tensor([scale], dtype=torch.float32, device="cuda"))
     _launch(executor, torch, spec, args, x.shape[0])
     out = {"q": to_host(torch, q, DType.F8E4M3)}
-    if spec.scale_mode == "dynamic":
+    if spec.scale_mode in ("dynamic", "group"):
         out["scale"] = to_host(torch, args[2], DType.F32)
     return out
 
@@ -167,3 +170,21 @@ def run_rope(executor: Any, torch: Any, spec: Any, q: np.ndarray, k: np.ndarray,
     _launch(executor, torch, spec, [q_dev, k_dev, positions_dev, np.uint32(q.shape[0])],
             q.shape[0])
     return to_host(torch, q_dev, dt), to_host(torch, k_dev, dt)
+
+
+def run_quantized(executor: Any, torch: Any, spec: Any, inputs: list[Any], rows: int,
+                  hidden: int, scales: tuple[int, ...] | float) -> dict[str, np.ndarray]:
+    """Launch a fused quantizing row kernel (RMSNormQuant, SiluMulQuant) whose ``.param``
+    list is ``inputs`` (device tensors, in order), then ``q`` ``[rows, hidden]``,
+    ``scale`` and ``rows`` (u32): ``scales`` is the shape of the scale output, or the
+    static f32 scale to pass. Returns decoded ``q`` and the ``scale`` output, if any."""
+    q = poisoned(torch, (rows, hidden), DType.F8E4M3)
+    if isinstance(scales, tuple):
+        scale = poisoned(torch, scales, DType.F32)
+    else:
+        scale = torch.tensor([scales], dtype=torch.float32, device="cuda")
+    _launch(executor, torch, spec, [*inputs, q, scale, np.uint32(rows)], rows)
+    out = {"q": to_host(torch, q, DType.F8E4M3)}
+    if isinstance(scales, tuple):
+        out["scale"] = to_host(torch, scale, DType.F32)
+    return out

@@ -195,3 +195,68 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
             write(args[0], result)
     else:
         raise SimError(f"the model cannot run {code!r}")
+
+
+# --- which vectors of a row each pass touches ---------------------------------------------
+
+_SETP = re.compile(r"setp\.lt\.u32\s+(%\w+),\s*%r\d+,\s*(\d+);")
+_LOOP_END = re.compile(r"@(%\w+) bra\s+(\w+);")
+
+
+def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
+                 threads: int) -> list[dict[int, int]]:
+    """Model which vectors of one row the accesses ``op`` (``"ld"`` or ``"st"``) through
+    ``cursors`` reach, for each pass over the row: ``[{vector index: times}, ...]``.
+
+    Follows what the row templates (rmsnorm, softmax, fp8_quant) do: every thread ``t`` of
+    the CTA accesses ``[cursor+offset]`` at vector ``(base + offset) / vector_bytes + t``
+    unless its guard ``@%p`` was set by ``setp.lt.u32 %p, %tid, N`` with ``t >= N``; a
+    cursor moves by ``add.u64 c, c, step`` and is reset to the row's start by ``mov.u64
+    c, %rd..`` (which begins a new pass); a loop ``LABEL: ... @%p3 bra LABEL`` runs
+    ``N`` times, ``N`` from its ``setp.lt.u32 %p3, %r7, N``.
+
+    Raises:
+        SimError: a guard predicate set by no ``setp.lt.u32`` before its use.
+    """
+    lines = [line.split("//")[0].strip() for line in ptx.splitlines()]
+    names = "|".join(map(re.escape, cursors))
+    access = re.compile(rf"^(?:@(%\w+) )?{op}\.global[.\w:]*\s+.*\[({names})\+(\d+)\]")
+    passes: list[dict[int, int]] = []
+    state = {"base": {c: 0 for c in cursors}, "guards": {}}
+
+    def run(start: int, stop: int) -> None:
+        i = start
+        while i < stop:
+            line = lines[i]
+            if line.endswith(":") and not line.startswith("DONE"):
+                end = next(j for j in range(i + 1, len(lines))
+                           if (m := _LOOP_END.match(lines[j])) and m.group(2) == line[:-1])
+                trips = int(_SETP.match(lines[end - 1]).group(2))
+                for _ in range(trips):
+                    run(i + 1, end)
+                i = end + 1
+                continue
+            if m := _SETP.match(line):
+                state["guards"][m.group(1)] = int(m.group(2))
+            elif m := re.match(r"add\.u64\s+(%\w+),\s*\1,\s*(\d+);", line):
+                if m.group(1) in cursors:
+                    state["base"][m.group(1)] += int(m.group(2))
+            elif m := re.match(r"mov\.u64\s+(%\w+),\s*%rd\d+;", line):
+                if m.group(1) in cursors:
+                    state["base"][m.group(1)] = 0
+                    if m.group(1) == cursors[0]:
+                        passes.append({})
+            elif m := access.match(line):
+                if not passes:
+                    passes.append({})
+                guard, cursor, offset = m.group(1), m.group(2), int(m.group(3))
+                if guard and guard not in state["guards"]:
+                    raise SimError(f"guard {guard} used before any setp: {line}")
+                limit = state["guards"][guard] if guard else threads
+                first = (state["base"][cursor] + offset) // vector_bytes
+                for t in range(min(limit, threads)):
+                    passes[-1][first + t] = passes[-1].get(first + t, 0) + 1
+            i += 1
+
+    run(0, len(lines))
+    return passes

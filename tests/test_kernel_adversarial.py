@@ -35,14 +35,13 @@ from specdsl.kernels import (
     silu_mul,
     softmax,
 )
-from specdsl.kernels.case import from_bits, to_bits
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm import F32_MAX
 
 #: (largest finite, smallest normal, smallest subnormal) of each input type.
 LIMITS = {DType.BF16: ((2 - 2**-7) * 2.0**127, 2.0**-126, 2.0**-133),
           DType.F16: (65504.0, 2.0**-14, 2.0**-24),
           DType.F32: (F32_MAX, 2.0**-126, 2.0**-149)}
-TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}
 
 
 def adversarial_rows(n: int, dtype: DType, seed: int = 0) -> dict[str, np.ndarray]:
@@ -141,6 +140,9 @@ SOFTMAX = [
     ("f32", 4096, 1, -softmax._MAX_SCALE),
     ("bf16", 4096, 1, 2.5e-46),               # about the smallest accepted
     ("f32", 4096, 1, 1e-38),                  # near-largest values at a tiny scale
+    ("bf16", 4097, 1, 1.0),                   # odd rows: one element a vector
+    ("f16", 50257, 1, -0.5),                  # an odd vocabulary, in chunks, the minimum path
+    ("f32", 4098, 1, 0.125),                  # 8-byte vectors
 ]
 
 
@@ -158,7 +160,7 @@ def test_gpu_softmax_adversarial(gpu, dtype, cols, split, scale):
     np.testing.assert_array_equal(np.isnan(torch_y), np.isnan(expected))
     y = run_softmax(executor, torch, spec, x)
     for i, name in enumerate(names):
-        compare(y[i:i + 1], expected[i:i + 1], spec.dtype, softmax.TOLERANCE[spec.dtype],
+        compare(y[i:i + 1], expected[i:i + 1], spec.dtype, TOLERANCE[spec.dtype],
                 f"{spec!r} row {name!r}")
 
 
@@ -170,6 +172,10 @@ RMSNORM = [
     ("f32", 4096, False, 2.0**-149),          # the smallest eps (an f32 subnormal)
     ("bf16", 4096, True, F32_MAX),            # the largest eps
     ("f32", 8192, True, 1e-5),
+    ("bf16", 4097, True, 1e-6),               # odd rows: one element a vector
+    ("f16", 131073, False, 1e-6),             # odd and longer than the registers: chunks
+    ("bf16", 131072, True, 1e-6),             # chunks: s written in pass 1, re-read in pass 2
+    ("f32", 4098, True, 1e-5),                # 8-byte vectors
 ]
 
 
@@ -197,7 +203,7 @@ def test_gpu_rmsnorm_adversarial(gpu, dtype, hidden, fused, eps):
     expected = rmsnorm.reference(normed, weight, float(np.float32(eps)))
     for i, name in enumerate(names):
         compare(out["y"][i:i + 1], expected[i:i + 1], spec.dtype,
-                rmsnorm.TOLERANCE[spec.dtype], f"{spec!r} row {name!r}")
+                TOLERANCE[spec.dtype], f"{spec!r} row {name!r}")
 
 
 def test_rmsnorm_reference_overflows_like_f32():
@@ -220,6 +226,9 @@ FP8 = [
     ("f32", 4096, 256, "static_param", 0.05),
     ("f16", 4096, 256, "static_baked", 2.0**-126),
     ("bf16", 4096, 256, "static_baked", 2.0**126),
+    ("bf16", 4097, 256, "dynamic", None),     # odd rows: one element, one code a vector
+    ("f16", 131073, 1024, "dynamic", None),   # odd and longer than the registers: chunks
+    ("f32", 4098, 256, "static_param", 0.05), # 8-byte vectors, 2-byte code stores
 ]
 
 
@@ -239,7 +248,7 @@ def test_gpu_fp8_quant_adversarial(gpu, dtype, hidden, block, mode, scale):
     else:
         quotient, _ = fp8_quant.reference(x, float(np.float32(scale)))
     for i, name in enumerate(names):
-        compare(out["q"][i:i + 1], quotient[i:i + 1], DType.F8E4M3, 4e-2,
+        compare(out["q"][i:i + 1], quotient[i:i + 1], DType.F8E4M3, TOLERANCE[DType.F8E4M3],
                 f"{spec!r} row {name!r}")
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
+from ptxsim import row_coverage
 from specdsl import SpecError, render
 from specdsl._spec.dtype import DType
 from specdsl.kernels import Softmax
@@ -108,8 +109,7 @@ def test_block_matches_reqntid(cols, dtype):
 
 
 @pytest.mark.parametrize("fields,message", [
-    (dict(cols=4100), "Softmax.cols = 4100 is invalid: expected a positive multiple of 8"),
-    (dict(cols=4098, dtype="f32"), "expected a positive multiple of 4"),
+    (dict(cols=0), "Softmax.cols = 0 is invalid: expected a positive number of elements"),
     (dict(cols=MAX_COLS + 8), f"Softmax.cols = {MAX_COLS + 8} is invalid: expected at most {MAX_COLS}"),
     (dict(cols=4096, scale=1e39), "Softmax.scale = 1e+39 is invalid"),
     (dict(cols=4096, scale=math.inf), "Softmax.scale must be a finite float"),
@@ -203,6 +203,8 @@ def test_tolerance_covers_f16_subnormal_outputs():
     (dict(cols=4096, split=9), "Softmax.split = 9 is invalid"),
     (dict(cols=4104, split=2), "expected a split of the row into equal whole 16-byte vectors "
                                "(cols=4104 of bf16 is 513 vectors)"),
+    (dict(cols=50257, split=2), "expected a split of the row into equal whole 2-byte vectors "
+                                "(cols=50257 of bf16 is 50257 vectors)"),
     (dict(cols=MAX_COLS, split=2), "expected each CTA's slice to fit its registers (at most "
                                    "8192 vectors; this is 16384)"),
     (dict(cols=131072, split=2, block=256), "Softmax.block = 256 is invalid: expected at least "
@@ -318,3 +320,108 @@ def test_scale_overflow_refused():
                                         r"scale \* log2\(e\) to be a nonzero finite f32"):
         Softmax(cols=64, scale=1.2e38)
     Softmax(cols=64, scale=1.17e38)
+
+
+# --- any row length -------------------------------------------------------------------
+
+ODD = (1, 7, 4097, 50257, 131073)
+
+
+@pytest.mark.parametrize("cols,dtype,vector,chunks", [
+    (4096, "bf16", 8, 1), (4100, "bf16", 4, 1), (4098, "f16", 2, 1), (4097, "bf16", 1, 1),
+    (50257, "bf16", 1, 2), (50257, "f32", 1, 2), (131073, "f16", 1, 5), (262143, "bf16", 1, 8),
+    (4098, "f32", 2, 1), (1, "f32", 1, 1)])
+def test_vector_width_and_chunks_follow_the_length(cols, dtype, vector, chunks):
+    """A row moves in vectors of the largest power of two dividing cols, up to 16 bytes, 32
+    registers a thread; the PTX loads that many bytes and declares that alignment."""
+    spec = Softmax(cols=cols, dtype=dtype)
+    assert (spec.vector, spec.chunks) == (vector, chunks)
+    ptx = render(spec)
+    kind = {2: "b16", 4: "b32", 8: "v2.b32", 16: "v4.b32"}[spec.vector_bytes]
+    assert f".L2::cache_hint.{kind} " in ptx
+    assert f".param .u64 .ptr .global .align {spec.vector_bytes} x," in ptx
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize("cols", ODD + (4100, 4098, 262143))
+@pytest.mark.parametrize("scale", [1.0, -0.5])
+def test_any_length_assembles_without_spills(dtype, cols, scale):
+    """Odd rows and rows of narrower vectors, resident and chunked, assemble for sm_90
+    within the 64-register budget, with the default block."""
+    assert_no_spills(assemble(Softmax(cols=cols, dtype=dtype, scale=scale)))
+
+
+@pytest.mark.parametrize("cols,dtype,block,split", [
+    (c, d, b, 1) for c in ODD + (4100, 65544, 200000) for d in ("bf16", "f32")
+    for b in (None, 1024)] + [(4 * 3 * 1025, "bf16", None, 3), (24 * 3, "f16", 64, 3),
+                              (2 * 3 * 1021, "f32", None, 3), (131072, "bf16", None, 8)])
+def test_every_vector_touched_once_a_pass(cols, dtype, block, split):
+    """In a model of the CTA (ptxsim.row_coverage), each pass loads every vector of the
+    CTA's part of the row exactly once, and y is stored exactly once."""
+    spec = Softmax(cols=cols, dtype=dtype, split=split, **({"block": block} if block else {}))
+    vectors = {i: 1 for i in range(cols // split // spec.vector)}
+    chunked = spec.chunks > 1
+    ptx = render(spec)
+    loads = row_coverage(ptx, "ld", ("%rd6",) if chunked else ("%rd4",), spec.vector_bytes,
+                         spec.block)
+    assert loads == [vectors] * (2 if chunked else 1)
+    stores = row_coverage(ptx, "st", ("%rd7",) if chunked else ("%rd5",), spec.vector_bytes,
+                          spec.block)
+    assert [p for p in stores if p] == [vectors]
+
+
+def test_odd_rows_max_over_both_halves():
+    """A 2-byte vector's element is copied into both halves before the packed max, so
+    the high half (not loaded) never takes part in the row's maximum."""
+    ptx = render(Softmax(cols=4097))  # 256 threads, 17 elements each
+    assert "prmt.b32            %w16, %w16, 0, 0x1010;   // the element in both halves" in ptx
+    assert ptx.count("prmt.b32") == 17
+    assert "prmt" not in render(Softmax(cols=4096))
+    assert "prmt" not in render(Softmax(cols=4097, dtype="f32"))
+
+
+def test_multiples_of_the_vector_keep_their_ptx():
+    """The golden request renders as before (all others: golden/ptx_digests.txt)."""
+    check_golden("softmax_bf16_4096.ptx", render(Softmax(cols=4096, scale=0.125)))
+
+
+def test_odd_split_suggestion():
+    """An odd row is never split (no cluster size divides its vectors); a row of 8-byte
+    vectors whose count 3 divides may be."""
+    assert suggested_split(50257, "bf16", 1) == 1 and suggested_split(131073, "f32", 1) == 1
+    assert suggested_split(4 * 3 * 8193, "bf16", 1) == 1  # 3 is not a cluster size tried
+    Softmax(cols=4 * 3 * 8193, split=3)
+
+
+ODD_GPU = [(dtype, cols, scale, rows) for dtype in ("bf16", "f16", "f32")
+           for cols, rows in zip(ODD, (3, 5, 4, 3, 2), strict=True) for scale in (1.0, -0.5)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,cols,scale,rows", ODD_GPU)
+def test_gpu_odd_lengths_match_reference(dtype, cols, scale, rows):
+    """On the GPU, rows of odd length (one element a vector: 4097 attention scores, a
+    50257-token vocabulary; 50257 and 131073 in chunks) match the float64 softmax."""
+    from specdsl import Executor
+    from specdsl._review.demo import run_case
+
+    rng = np.random.default_rng(cols + rows)
+    case = example(Softmax(cols=cols, scale=scale, dtype=dtype), rng, rows=rows)
+    errors = run_case(Executor(), case, rng)
+    assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,cols,split", [
+    ("bf16", 4100, 1), ("f16", 4098, 1), ("f32", 4098, 1), ("bf16", 4098 * 4, 4),
+    ("bf16", 262143, 1)])
+def test_gpu_narrow_vectors_match_reference(dtype, cols, split):
+    """On the GPU, rows of 8- and 4-byte vectors (split or not) and the longest odd row
+    (8 chunks) match the float64 softmax."""
+    from specdsl import Executor
+    from specdsl._review.demo import run_case
+
+    rng = np.random.default_rng(cols)
+    case = example(Softmax(cols=cols, dtype=dtype, split=split), rng, rows=3)
+    errors = run_case(Executor(), case, rng)
+    assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"

@@ -52,6 +52,21 @@ def test_grid_covers_n():
     assert VectorAdd(dtype="bf16", block=128).grid(2049) == (3, 1, 1)
 
 
+def test_launch_dims_and_bytes_moved():
+    """launch_dims is (grid, block) for n elements; bytes_moved counts a, b and out once."""
+    spec = VectorAdd(dtype="bf16", block=128)
+    assert spec.launch_dims(2049) == ((3, 1, 1), (128, 1, 1))
+    assert spec.launch_dims(0) == ((1, 1, 1), (128, 1, 1))
+    assert spec.bytes_moved(1000) == 3 * 1000 * 2
+
+
+@pytest.mark.parametrize("n", [-1, 2.5, 2**31 * 256 * 4])
+def test_grid_refuses_bad_counts(n):
+    """A negative, non-integer or too large element count is refused, naming it."""
+    with pytest.raises(SpecError, match=r"VectorAdd n = .* is invalid: expected"):
+        VectorAdd(dtype="f32", block=256).launch_dims(n)
+
+
 def test_example_reference():
     """The example's reference is the float64 sum of its (rounded) inputs."""
     case = example(VectorAdd(dtype="bf16"), np.random.default_rng(1), n=37)

@@ -2,12 +2,15 @@
 
 from .fp8_quant import Fp8Quant
 from .rmsnorm import RMSNorm
+from .rmsnorm_quant import RMSNormQuant
 from .rope import RoPE
 from .silu_mul import SiluMul
+from .silu_mul_quant import SiluMulQuant
 from .softmax import Softmax
 from .vector_add import VectorAdd
 
 #: Every built-in spec class, in the order ``specdsl list`` shows them.
-ALL = (VectorAdd, RMSNorm, Softmax, RoPE, SiluMul, Fp8Quant)
+ALL = (VectorAdd, RMSNorm, Softmax, RoPE, SiluMul, Fp8Quant, RMSNormQuant, SiluMulQuant)
 
-__all__ = ["VectorAdd", "RMSNorm", "Softmax", "RoPE", "SiluMul", "Fp8Quant", "ALL"]
+__all__ = ["VectorAdd", "RMSNorm", "Softmax", "RoPE", "SiluMul", "Fp8Quant", "RMSNormQuant", "SiluMulQuant",
+           "ALL"]

@@ -1,38 +1,77 @@
-"""Launch policy shared by the row kernels (one CTA per row: RMSNorm, Softmax)."""
+"""Launch geometry shared by the built-in kernels: ceiling division, the grid limit, and
+the block policy of the row kernels (one CTA per row: RMSNorm, Softmax, Fp8Quant)."""
 
 from __future__ import annotations
 
 from .._spec.dtype import DType
 from ..errors import SpecError
 
-__all__ = ["MAX_GRID_X", "row_block", "row_launch_dims", "check_whole_vectors", "threads_for"]
+__all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
+           "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
+           "check_resident", "check_resident_block"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
 
 
-def row_block(elements: int, dtype: DType, vectors_per_thread: int,
-              preferred_threads: int = 512) -> int:
-    """Threads per CTA for a row of ``elements`` of ``dtype`` held in registers.
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for ints, ``b > 0``: the pieces of ``b`` that cover ``a`` (exact for
+    any size, unlike ``math.ceil(a / b)``, which goes through a float)."""
+    return -(-a // b)
 
-    At most ``preferred_threads`` threads with at least two 16-byte vectors each, as
-    many vectors as that takes up to ``vectors_per_thread``; more threads (up to 1024)
-    only for rows longer than ``preferred_threads * vectors_per_thread`` vectors.
-    Measured on the H200 (docs/kernels/rmsnorm.md, softmax.md): a 1024-thread CTA leaves
-    one CTA per SM, whose reduction bubbles idle the memory system (about 70% of copy
-    bandwidth against 93% with 512 threads at 16384 x 16384 RMSNorm); Softmax, with two
-    CTA reductions a row, does best with 256 threads (cols 8192: 90.5% against 88.3%).
+
+#: Registers a thread of a row kernel keeps its part of the row in: 8 vectors of 16
+#: bytes, or 32 narrower vectors (one register each).
+ROW_REGISTERS = 32
+
+
+def vector_elements(length: int, dtype: DType) -> int:
+    """Elements of ``dtype`` one vector load moves for rows of ``length`` elements.
+
+    The largest power of two that divides ``length``, at most 16 bytes' worth (8 f16/bf16,
+    4 f32): rows of a ``[rows, length]`` array are ``length`` elements apart, so only a
+    width that divides the length keeps every row's start aligned to its vectors. A
+    length that is a multiple of 8 (f16/bf16) or 4 (f32) gets 16-byte vectors; 4100 bf16
+    gets 8-byte vectors; an odd length gets one element a load (templates/vector.ptx.j2's
+    ``elements`` computes the same).
     """
-    vectors = max(1, elements // dtype.vector_lanes)
+    return min(dtype.vector_lanes, length & -length) if length > 0 else 1
+
+
+def vector_registers(elements: int, dtype: DType) -> int:
+    """32-bit registers one vector of ``elements`` elements of ``dtype`` occupies (one for
+    a vector narrower than a register)."""
+    return max(1, elements * dtype.size // 4)
+
+
+def most_vectors_per_thread(elements: int, dtype: DType) -> int:
+    """Vectors of ``elements`` elements a thread keeps in :data:`ROW_REGISTERS` registers:
+    8 of 16 bytes, 16 of 8 bytes, 32 narrower ones."""
+    return ROW_REGISTERS // vector_registers(elements, dtype)
+
+
+def row_block(vectors: int, registers: int, preferred_threads: int = 512) -> int:
+    """Threads per CTA for a row of ``vectors`` vectors of ``registers`` registers each.
+
+    At most ``preferred_threads`` threads with at least two 16-byte vectors' worth each
+    (two 16-byte vectors, four of 8 bytes, eight narrower ones), as many as that takes up
+    to :data:`ROW_REGISTERS` registers a thread; more threads (up to 1024) only for
+    longer rows. Measured on the H200 (docs/kernels/rmsnorm.md, softmax.md): a 1024-thread
+    CTA leaves one CTA per SM, whose reduction bubbles idle the memory system (about 70%
+    of copy bandwidth against 93% with 512 threads at 16384 x 16384 RMSNorm); Softmax,
+    with two CTA reductions a row, does best with 256 threads (cols 8192: 90.5% against
+    88.3%).
+    """
     if vectors <= 32:
         return 32
-    per_thread = min(vectors_per_thread, max(2, -(-vectors // preferred_threads)))
+    most = ROW_REGISTERS // registers
+    per_thread = min(most, max(8 // registers, cdiv(vectors, preferred_threads)))
     return min(1024, max(32, threads_for(vectors, per_thread)))
 
 
 def threads_for(vectors: int, per_thread: int) -> int:
     """The fewest threads, in whole warps of 32, holding ``vectors`` at ``per_thread`` each."""
-    return -(-(-(-vectors // per_thread)) // 32) * 32
+    return cdiv(cdiv(vectors, per_thread), 32) * 32
 
 
 def row_launch_dims(kernel: str, rows: int, block: int
@@ -48,13 +87,41 @@ def row_launch_dims(kernel: str, rows: int, block: int
     return (rows, 1, 1), (block, 1, 1)
 
 
-def check_whole_vectors(elements: int, dtype: DType) -> None:
-    """Refuse a row length that is not a positive number of 16-byte vectors of ``dtype``.
+def check_length(elements: int) -> None:
+    """Refuse a row length that is not a positive int (any length is a whole number of
+    vectors of :func:`vector_elements`).
 
     Raises:
-        ValueError: naming the multiple expected (the spec turns it into a SpecError).
+        ValueError: naming what is expected (the spec turns it into a SpecError).
     """
-    lanes = dtype.vector_lanes
-    if elements <= 0 or elements % lanes:
-        raise ValueError(f"expected a positive multiple of {lanes} (one 16-byte vector of "
-                         f"{dtype}: rows are loaded as whole vectors)")
+    if isinstance(elements, bool) or not isinstance(elements, int) or elements <= 0:
+        raise ValueError("expected a positive number of elements")
+
+
+def check_resident(length: int, dtype: DType) -> None:
+    """Refuse a row of ``length`` that 1024 threads cannot keep in registers (32 a thread:
+    65536 f16/bf16 elements of 16-byte vectors, 32768 f32 or odd lengths), for kernels
+    that hold the whole row (the fused FP8 epilogues, whose row max needs all of y).
+
+    Raises:
+        ValueError: a length that is not positive, or too long.
+    """
+    check_length(length)
+    lanes = vector_elements(length, dtype)
+    longest = 1024 * most_vectors_per_thread(lanes, dtype) * lanes
+    if length > longest:
+        raise ValueError(f"expected at most {longest} elements of {dtype}: the row stays in "
+                         f"the registers of one CTA")
+
+
+def check_resident_block(length: int, dtype: DType, block: int) -> None:
+    """Refuse a ``block`` too small to keep a row of ``length`` in registers.
+
+    Raises:
+        ValueError: naming the fewest threads that hold it.
+    """
+    lanes = vector_elements(length, dtype)
+    vectors, most = length // lanes, most_vectors_per_thread(lanes, dtype)
+    if vectors > block * most:
+        raise ValueError(f"expected at least {threads_for(vectors, most)} threads: a row of "
+                         f"{vectors} vectors, at most {most} a thread kept in registers")

@@ -16,7 +16,27 @@ import attrs
 
 from .._spec.dtype import DType
 
-__all__ = ["Output", "KernelCase", "to_bits", "from_bits", "relative_error"]
+__all__ = ["Output", "KernelCase", "TOLERANCE", "to_bits", "from_bits", "relative_error"]
+
+#: The largest :func:`relative_error` a built-in kernel's output may have against its
+#: float64 reference, by output dtype: the one table every kernel's ``example`` and the
+#: GPU tests use. Each is a few times the error of rounding the reference to the dtype
+#: once (unit roundoff u = 2^-p, p the significand bits), with room for the f32 steps
+#: before that rounding:
+#:
+#: * f32, 1e-5: u = 2^-24 (6e-8); the kernels' approximate instructions reach about
+#:   2^-22 (PTX ISA "ex2", "rcp", "rsqrt": ex2.approx 2^-22, rsqrt.approx 2^-22.9) and sums
+#:   over rows of up to 2^18 elements add more; measured on an H200: 6e-8 (RMSNorm),
+#:   below 1e-6 (Softmax, RoPE, SiluMul).
+#: * f16, 2e-3: u = 2^-11 (4.9e-4), so about 4u; measured 2.1e-4 (RMSNorm).
+#: * bf16, 1e-2: u = 2^-8 (3.9e-3), so about 2.5u; measured 1.7e-3 (RMSNorm).
+#: * f8e4m3, 4e-2: u = 2^-4 (6.3e-2): each code is within u of its quotient, and over
+#:   normal data the relative L2 error is about 2.7e-2 (measured: 2.6e-2 to 2.7e-2,
+#:   docs/kernels/fp8_quant.md), far below what a wrong scale or exponent gives.
+#:
+#: Where rounding the reference alone costs more (outputs in f16's subnormal range),
+#: a test allows twice that rounding error instead (see ``softmax.example``).
+TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2, DType.F8E4M3: 4e-2}
 
 
 @attrs.frozen

@@ -11,32 +11,57 @@ from .._spec.dtype import DType
 from .._spec.fields import baked
 from .._templating import immediates
 from ._checks import FLOAT_DTYPES, one_of
-from ._rows import check_whole_vectors, row_block, row_launch_dims
-from .case import KernelCase, Output, from_bits, to_bits
+from ._rows import (
+    cdiv,
+    check_length,
+    most_vectors_per_thread,
+    row_block,
+    row_launch_dims,
+    vector_elements,
+    vector_registers,
+)
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
-__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "F32_MAX"]
+__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX"]
 
-#: Most 16-byte vectors of a row one thread keeps in registers (so at most
-#: 1024 * 8 * 16 bytes = 128 KiB per row: hidden <= 65536 for f16/bf16, 32768 for f32).
+#: Most 16-byte vectors of a row one thread keeps in registers (32 registers; narrower
+#: vectors: 16 of 8 bytes, 32 of 4 or 2). A row longer than ``block`` threads hold is
+#: processed in chunks (:attr:`RMSNorm.chunks`).
 MAX_VECTORS_PER_THREAD = 8
+#: Longest row: 2^20 elements (4 MiB of f32; the chunk loop has no limit of its own).
+MAX_HIDDEN = 2**20
+
+
+def _geometry(hidden: int, dtype: DType, block: int, fused: bool) -> tuple[int, int, int, int]:
+    """(elements a vector, vectors a row, vectors a thread holds at a time, chunks a row),
+    as templates/rmsnorm.ptx.j2 computes them. A row that fits ``block`` threads at
+    :func:`~specdsl.kernels._rows.most_vectors_per_thread` is one chunk; a longer one is
+    walked in chunks of that many vectors a thread (half of it with the fused residual,
+    which holds x and residual at once)."""
+    lanes = vector_elements(hidden, dtype)
+    vectors = hidden // lanes
+    most = most_vectors_per_thread(lanes, dtype)
+    if vectors <= block * most:
+        return lanes, vectors, cdiv(vectors, block), 1
+    per_thread = most // 2 if fused else most
+    return lanes, vectors, per_thread, cdiv(vectors, block * per_thread)
 
 
 def default_block(hidden: int, dtype: DType) -> int:
     """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
 
-    See :func:`specdsl.kernels._rows.row_block`, with at most :data:`MAX_VECTORS_PER_THREAD`
-    16-byte vectors a thread.
+    See :func:`specdsl.kernels._rows.row_block`: up to 512 threads with 2 to 8 16-byte
+    vectors a thread (more of narrower vectors), 1024 for rows longer than that, which
+    then take chunks.
     """
-    return row_block(hidden, dtype, MAX_VECTORS_PER_THREAD)
+    lanes = vector_elements(hidden, dtype)
+    return row_block(hidden // lanes, vector_registers(lanes, dtype))
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
-    check_whole_vectors(hidden, instance.dtype)
-    lanes = instance.dtype.vector_lanes
-    limit = 1024 * MAX_VECTORS_PER_THREAD * lanes
-    if hidden > limit:
-        raise ValueError(f"expected at most {limit} elements of {instance.dtype} (a row is "
-                         f"kept in the registers of one CTA: 128 KiB)")
+    check_length(hidden)
+    if hidden > MAX_HIDDEN:
+        raise ValueError(f"expected at most {MAX_HIDDEN} elements")
 
 
 def _check_eps(instance: Any, attribute: Any, eps: float) -> None:
@@ -48,12 +73,6 @@ def _check_eps(instance: Any, attribute: Any, eps: float) -> None:
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
-    vectors = instance.hidden // instance.dtype.vector_lanes
-    per_thread = -(-vectors // block)
-    if per_thread > MAX_VECTORS_PER_THREAD:
-        raise ValueError(
-            f"expected at least {-(-vectors // MAX_VECTORS_PER_THREAD)} threads: "
-            f"{vectors} vectors a row, at most {MAX_VECTORS_PER_THREAD} a thread")
 
 
 @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
@@ -71,16 +90,24 @@ class RMSNorm:
     Kernel parameters (in order): ``x`` ``[rows, hidden]``; ``residual`` ``[rows,
     hidden]`` (read, then overwritten with ``s``; only when ``fused_residual``);
     ``weight`` ``[hidden]``; ``y`` ``[rows, hidden]``; ``rows`` (u32). Arrays are
-    row-major, contiguous, ``dtype``, 16-byte aligned. ``x`` is read through the
+    row-major, contiguous, ``dtype``, aligned to one vector (:attr:`vector_bytes`: 16
+    bytes when ``hidden`` is a multiple of 16 bytes' worth). ``x`` is read through the
     non-coherent path (``ld.global.nc``), so ``y`` must not overlap ``x``.
+
+    Any row length: a row is moved in vectors of :attr:`vector` elements, the largest
+    power of two dividing ``hidden`` up to 16 bytes, so every row starts aligned (rows
+    are ``hidden`` elements apart): 16-byte vectors for multiples of 8 (f16/bf16) or 4
+    (f32), narrower ones otherwise, down to one element for odd lengths. Rows that fit
+    ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take
+    two passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and
+    writing it back), then the row again (``x``, or ``s`` from ``residual``) for ``y``.
 
     Launch: :meth:`launch_dims` (one CTA of ``block`` threads per row). The reciprocal
     square root is ``rsqrt.approx.f32``: the PTX ISA ("rsqrt") bounds its relative
     error by 2^-22.9, far below bf16/f16 rounding and about one f32 ulp.
 
     Fields:
-        hidden (baked): row length, a multiple of the vector width (8 for f16/bf16,
-            4 for f32), at most 65536 (f16/bf16) or 32768 (f32).
+        hidden (baked): row length, 1 to 2^20 elements.
         eps (baked): added to the mean square, a float > 0, rendered as an f32 immediate.
         dtype (baked): f32, f16 or bf16 for x, residual, weight and y.
         fused_residual (baked): add ``residual`` first and write the sum back.
@@ -100,19 +127,38 @@ class RMSNorm:
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
 
-    #: The requests ``specdsl verify --grid`` / ``render --grid`` walk (see specdsl.grid).
-    variants = {"hidden": [4096, 8192], "dtype": ["bf16", "f16", "f32"],
-                "fused_residual": [False, True]}
+    #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: common
+    #: sizes, a row of 8-byte vectors (4100), odd rows (4097, one element a vector) and
+    #: rows longer than the registers (131072, 131073: chunks).
+    variants = {"hidden": [4096, 8192, 4100, 4097, 131072, 131073],
+                "dtype": ["bf16", "f16", "f32"], "fused_residual": [False, True]}
 
     @property
     def lanes(self) -> int:
-        """Elements per 16-byte vector."""
+        """Elements per 16-byte vector (the widest load)."""
         return self.dtype.vector_lanes
 
     @property
+    def vector(self) -> int:
+        """Elements one load moves: the largest power of two dividing ``hidden``, at most
+        16 bytes' worth (see :func:`~specdsl.kernels._rows.vector_elements`)."""
+        return vector_elements(self.hidden, self.dtype)
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes one load moves, the alignment every array needs (at least 4 as declared)."""
+        return self.vector * self.dtype.size
+
+    @property
     def vectors_per_thread(self) -> int:
-        """16-byte vectors of a row each thread loads and keeps in registers."""
-        return -(-(self.hidden // self.lanes) // self.block)
+        """Vectors of a row (of a chunk, for a chunked row) each thread keeps in registers."""
+        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual)[2]
+
+    @property
+    def chunks(self) -> int:
+        """Pieces a row is processed in: 1 when it fits the registers (x is read once),
+        else the two passes walk this many chunks."""
+        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual)[3]
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
@@ -154,10 +200,6 @@ def reference(x: Any, weight: Any, eps: float) -> Any:
         return x / np.sqrt(denominator) * np.asarray(weight, dtype=np.float64)
 
 
-#: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.
-TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}
-
-
 def example(spec: RMSNorm, rng: Any, rows: int = 7) -> KernelCase:
     """A launch of ``spec`` on ``rows`` random rows (x, residual ~ N(0, 1), weight ~ N(1, 0.5)).
 
@@ -167,20 +209,31 @@ def example(spec: RMSNorm, rng: Any, rows: int = 7) -> KernelCase:
     """
     import numpy as np
 
+    args, expected, x64, w64 = example_inputs(spec, rng, rows)
+    args += [("y", Output((rows, spec.hidden), spec.dtype)), ("rows", np.uint32(rows))]
+    expected["y"] = reference(x64, w64, spec.eps)
+    grid, block = spec.launch_dims(rows)
+    return KernelCase(spec=spec, args=tuple(args), grid=grid, block=block,
+                      expected=expected, tolerance=TOLERANCE[spec.dtype])
+
+
+def example_inputs(spec: Any, rng: Any, rows: int) -> tuple[list, dict, Any, Any]:
+    """The inputs of an RMSNorm-shaped example (RMSNorm, RMSNormQuant): ``(args, expected,
+    source, weight)`` with ``args`` = x, [residual], weight (x, residual ~ N(0, 1), weight
+    ~ N(1, 0.5), rounded to ``spec.dtype``), ``expected`` holding the written-back residual
+    (``x + residual`` rounded once) under ``fused_residual``, ``source`` the float64 row
+    that is normalized (x or that sum) and ``weight`` as float64."""
     shape = (rows, spec.hidden)
     x = to_bits(rng.standard_normal(shape), spec.dtype)
     weight = to_bits(rng.normal(1.0, 0.5, spec.hidden), spec.dtype)
     x64, w64 = from_bits(x, spec.dtype), from_bits(weight, spec.dtype)
-    grid, block = spec.launch_dims(rows)
     args: list[tuple[str, Any]] = [("x", x)]
-    expected = {}
+    expected: dict[str, Any] = {}
     if spec.fused_residual:
         residual = to_bits(rng.standard_normal(shape), spec.dtype)
         summed = from_bits(to_bits(x64 + from_bits(residual, spec.dtype), spec.dtype), spec.dtype)
         args.append(("residual", Output(shape, spec.dtype, initial=residual)))
         expected["residual"] = summed
         x64 = summed
-    args += [("weight", weight), ("y", Output(shape, spec.dtype)), ("rows", np.uint32(rows))]
-    expected["y"] = reference(x64, w64, spec.eps)
-    return KernelCase(spec=spec, args=tuple(args), grid=grid, block=block,
-                      expected=expected, tolerance=TOLERANCE[spec.dtype])
+    args.append(("weight", weight))
+    return args, expected, x64, w64

@@ -9,7 +9,8 @@ from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
-from .case import KernelCase, Output, from_bits, to_bits
+from ._rows import cdiv
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RoPE", "reference", "example"]
 
@@ -131,7 +132,7 @@ class RoPE:
         if tokens < 0 or tasks >= _MAX_TASKS:
             raise SpecError(f"RoPE.grid: tokens={tokens} gives {tasks} threads; "
                              f"expected 0 to {_MAX_TASKS - 1}")
-        return (max(1, -(-tasks // self.block)), 1, 1)
+        return (max(1, cdiv(tasks, self.block)), 1, 1)
 
     def launch_dims(self, tokens: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``tokens`` tokens (see :meth:`grid`)."""
@@ -174,8 +175,8 @@ def example(spec: RoPE, rng, tokens: int = 37, positions: Any = None) -> KernelC
     """A launch of ``spec`` on ``tokens`` random tokens at random positions below 131072.
 
     ``positions`` (int64, length ``tokens``) replaces the random ones. q and k are
-    in-place outputs (poisoned by nothing: the kernel reads them). Tolerance: 1e-5
-    for f32, 2e-3 for f16, 1e-2 for bf16.
+    in-place outputs (poisoned by nothing: the kernel reads them). Tolerance:
+    :data:`~specdsl.kernels.case.TOLERANCE`.
     """
     import numpy as np
 
@@ -191,11 +192,10 @@ def example(spec: RoPE, rng, tokens: int = 37, positions: Any = None) -> KernelC
         "q": reference(from_bits(q, spec.dtype), positions, **rope),
         "k": reference(from_bits(k, spec.dtype), positions, **rope),
     }
-    tolerance = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}[spec.dtype]
     return KernelCase(
         spec=spec,
         args=(("q", Output(q.shape, spec.dtype, q)), ("k", Output(k.shape, spec.dtype, k)),
               ("positions", positions), ("tokens", np.uint32(tokens))),
         grid=spec.grid(tokens), block=(spec.block, 1, 1),
-        expected=expected, tolerance=tolerance,
+        expected=expected, tolerance=TOLERANCE[spec.dtype],
     )

@@ -9,7 +9,8 @@ from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
-from .case import KernelCase, Output, from_bits, to_bits
+from ._rows import cdiv
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMul", "reference", "example"]
 
@@ -81,7 +82,7 @@ class SiluMul:
             raise SpecError(f"SiluMul.grid: tokens={tokens} gives {vectors} 16-byte vectors; "
                              f"expected 0 to {_MAX_VECTORS - 1}")
         per_cta = self.block * self.unroll
-        return (max(1, -(-vectors // per_cta)), 1, 1)
+        return (max(1, cdiv(vectors, per_cta)), 1, 1)
 
     def launch_dims(self, tokens: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``tokens`` rows (see :meth:`grid`)."""
@@ -109,19 +110,18 @@ def reference(x: Any, d: int) -> Any:
 def example(spec: SiluMul, rng, tokens: int = 37) -> KernelCase:
     """A launch of ``spec`` on ``tokens`` random rows (odd by default: partial last CTA).
 
-    Inputs are N(0, 2^2) so that the sigmoid's tails are reached. The tolerance covers
-    the f32 approximations plus one rounding to ``dtype``: 1e-5 for f32, 2e-3 for f16,
-    1e-2 for bf16.
+    Inputs are N(0, 2^2) so that the sigmoid's tails are reached. The tolerance,
+    :data:`~specdsl.kernels.case.TOLERANCE`, covers the f32 approximations plus one
+    rounding to ``dtype``.
     """
     import numpy as np
 
     x = to_bits(2.0 * rng.standard_normal((tokens, 2 * spec.d)), spec.dtype)
     expected = reference(from_bits(x, spec.dtype), spec.d)
-    tolerance = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}[spec.dtype]
     return KernelCase(
         spec=spec,
         args=(("x", x), ("out", Output((tokens, spec.d), spec.dtype)),
               ("tokens", np.uint32(tokens))),
         grid=spec.grid(tokens), block=(spec.block, 1, 1),
-        expected={"out": expected}, tolerance=tolerance,
+        expected={"out": expected}, tolerance=TOLERANCE[spec.dtype],
     )

@@ -13,8 +13,18 @@ from .._spec.fields import baked
 from .._templating import immediates
 from ..errors import RenderError, SpecError
 from ._checks import FLOAT_DTYPES, one_of
-from ._rows import MAX_GRID_X, check_whole_vectors, row_block, row_launch_dims, threads_for
-from .case import KernelCase, Output, from_bits, relative_error, to_bits
+from ._rows import (
+    MAX_GRID_X,
+    cdiv,
+    check_length,
+    most_vectors_per_thread,
+    row_block,
+    row_launch_dims,
+    threads_for,
+    vector_elements,
+    vector_registers,
+)
+from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT"]
 
@@ -22,7 +32,8 @@ __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MA
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
 MAX_COLS = 262144
 
-#: Most 16-byte vectors of a row one thread holds in registers at a time (32 words).
+#: Most 16-byte vectors of a row one thread holds in registers at a time (32 words;
+#: narrower vectors: 16 of 8 bytes, 32 of 4 or 2, see ``_rows.most_vectors_per_thread``).
 VECTORS_PER_THREAD = 8
 
 #: Range of a nonzero |scale|: 2 * scale * log2(e), baked as one f32, must neither
@@ -40,19 +51,25 @@ def default_block(cols: int, dtype: DType) -> int:
 
     See :func:`specdsl.kernels._rows.row_block`: at most 256 threads with at least two
     16-byte vectors each, up to :data:`VECTORS_PER_THREAD` (cols 8192 bf16: 256 x 4;
-    32768: 512 x 8).
+    32768: 512 x 8; narrower vectors for lengths that are not a multiple of 16 bytes).
     """
-    return row_block(cols, dtype, VECTORS_PER_THREAD, preferred_threads=256)
+    return _block_for(cols, vector_elements(cols, dtype), dtype)
+
+
+def _block_for(cols: int, lanes: int, dtype: DType) -> int:
+    return row_block(cols // lanes, vector_registers(lanes, dtype), preferred_threads=256)
 
 
 def _default_block_of(spec: Any) -> int:
     # a split out of range is refused by its validator: size the block for the whole row
     split = spec.split if 1 <= spec.split <= MAX_SPLIT else 1
-    return default_block(spec.cols // split, spec.dtype)
+    lanes = vector_elements(spec.cols, spec.dtype)  # of the whole row: rows are cols apart
+    return _block_for(spec.cols // split, lanes, spec.dtype) if spec.cols % (lanes * split) == 0 \
+        else _block_for(spec.cols, lanes, spec.dtype)
 
 
 def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
-    check_whole_vectors(cols, instance.dtype)
+    check_length(cols)
     if cols > MAX_COLS:
         raise ValueError(f"expected at most {MAX_COLS} columns")
 
@@ -74,40 +91,39 @@ def _check_split(instance: Any, attribute: Any, split: int) -> None:
     if not 1 <= split <= MAX_SPLIT:
         raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row (one cluster)")
     if split > 1:
-        slice_vectors, rest = divmod(instance.cols // instance.dtype.vector_lanes, split)
+        lanes = vector_elements(instance.cols, instance.dtype)
+        slice_vectors, rest = divmod(instance.cols // lanes, split)
         if rest:
-            raise ValueError(f"expected a split of the row into equal whole 16-byte vectors "
-                             f"(cols={instance.cols} of {instance.dtype} is "
-                             f"{instance.cols // instance.dtype.vector_lanes} vectors)")
-        if slice_vectors > 1024 * VECTORS_PER_THREAD:
+            raise ValueError(f"expected a split of the row into equal whole "
+                             f"{lanes * instance.dtype.size}-byte vectors (cols={instance.cols} "
+                             f"of {instance.dtype} is {instance.cols // lanes} vectors)")
+        most = 1024 * most_vectors_per_thread(lanes, instance.dtype)
+        if slice_vectors > most:
             raise ValueError(f"expected each CTA's slice to fit its registers (at most "
-                             f"{1024 * VECTORS_PER_THREAD} vectors; this is {slice_vectors})")
+                             f"{most} vectors; this is {slice_vectors})")
 
 
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
-    vectors = instance.cols // instance.split // instance.dtype.vector_lanes
+    lanes = vector_elements(instance.cols, instance.dtype)
+    most = most_vectors_per_thread(lanes, instance.dtype)
+    vectors = instance.cols // instance.split // lanes
     if instance.split > 1:
-        if _chunks(instance.cols // instance.split, instance.dtype, block) > 1:
-            least = threads_for(vectors, VECTORS_PER_THREAD)
+        if _chunks(vectors, most, block) > 1:
+            least = threads_for(vectors, most)
             raise ValueError(f"expected at least {least} threads with split={instance.split}: "
                              f"each CTA holds its slice of {vectors} vectors in registers, "
-                             f"{VECTORS_PER_THREAD} a thread")
-    elif _chunks(instance.cols, instance.dtype, block) > 8:
-        least = threads_for(vectors, 8 * VECTORS_PER_THREAD)
+                             f"{most} a thread")
+    elif _chunks(vectors, most, block) > 8:
+        least = threads_for(vectors, 8 * most)
         raise ValueError(f"expected at least {least} threads: a row of {vectors} vectors is "
-                         f"held in at most 8 chunks of {VECTORS_PER_THREAD} vectors a thread")
+                         f"held in at most 8 chunks of {most} vectors a thread")
 
 
-def _per_thread(cols: int, dtype: DType, block: int) -> int:
-    vectors = cols // dtype.vector_lanes
-    return min(VECTORS_PER_THREAD, -(-vectors // block))
-
-
-def _chunks(cols: int, dtype: DType, block: int) -> int:
-    vectors = cols // dtype.vector_lanes
-    return -(-vectors // (block * _per_thread(cols, dtype, block)))
+def _chunks(vectors: int, most: int, block: int) -> int:
+    """Chunks of ``block`` threads x up to ``most`` vectors that cover ``vectors``."""
+    return cdiv(vectors, block * min(most, cdiv(vectors, block)))
 
 
 @kernel_spec(template="softmax.ptx.j2", entry="softmax")
@@ -146,11 +162,17 @@ class Softmax:
     a grid that is not a whole number of clusters.
 
     Kernel parameters (in order): ``x`` ``[rows, cols]``, ``y`` ``[rows, cols]``
-    (row-major, contiguous, ``dtype``, 16-byte aligned; ``y`` must not overlap ``x``,
-    which is read through ``ld.global.nc``), ``rows`` (u32).
+    (row-major, contiguous, ``dtype``, aligned to one vector, :attr:`vector_bytes`; ``y``
+    must not overlap ``x``, which is read through ``ld.global.nc``), ``rows`` (u32).
+
+    Any row length: a row moves in vectors of :attr:`vector` elements, the largest power
+    of two dividing ``cols`` up to 16 bytes (rows are ``cols`` elements apart, so that
+    width keeps every row aligned): 16-byte vectors for multiples of 8 (f16/bf16) or 4
+    (f32), narrower ones for other lengths, one element for odd lengths (a 50257-token
+    vocabulary, 4097 attention scores).
 
     Fields:
-        cols (baked): row length, a multiple of 8 (f16/bf16) or 4 (f32), at most 262144.
+        cols (baked): row length, 1 to 262144.
         scale (baked): multiplies x before the softmax (e.g. ``1/sqrt(d)``); 0, or any
             value whose product with 2 log2(e) is a nonzero finite f32 (``|scale|`` from
             about 2.43e-46 to 1.1793e38), negative values included.
@@ -173,19 +195,36 @@ class Softmax:
     block: int = baked(attrs.Factory(_default_block_of, takes_self=True),
                        validator=_check_block, doc="threads per CTA")
 
-    #: The requests ``specdsl verify --grid`` / ``render --grid`` walk (see specdsl.grid).
-    variants = {"cols": [4096, 32768, 131072], "dtype": ["bf16", "f16", "f32"],
-                "split": [1, 8]}
+    #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: resident,
+    #: chunked and split rows, and odd rows (one element a vector): 4097 attention scores,
+    #: a 50257-token vocabulary (chunked in f32), 131073 (chunked).
+    variants = (
+        [{"cols": c, "dtype": d, "split": s} for c in (4096, 32768, 131072)
+         for d in ("bf16", "f16", "f32") for s in (1, 8)]
+        + [{"cols": c, "dtype": d} for c in (4097, 4100, 50257, 131073)
+           for d in ("bf16", "f16", "f32")])
 
     @property
     def lanes(self) -> int:
-        """Elements per 16-byte vector."""
+        """Elements per 16-byte vector (the widest load)."""
         return self.dtype.vector_lanes
+
+    @property
+    def vector(self) -> int:
+        """Elements one load moves: the largest power of two dividing ``cols``, at most
+        16 bytes' worth (see :func:`~specdsl.kernels._rows.vector_elements`)."""
+        return vector_elements(self.cols, self.dtype)
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes one load moves, the alignment x and y need."""
+        return self.vector * self.dtype.size
 
     @property
     def chunks(self) -> int:
         """Register-sized pieces a CTA's part of a row is processed in (1: x is read once)."""
-        return _chunks(self.cols // self.split, self.dtype, self.block)
+        return _chunks(self.cols // self.split // self.vector,
+                       most_vectors_per_thread(self.vector, self.dtype), self.block)
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``rows`` rows: ``split`` CTAs of ``block`` threads per row.
@@ -214,7 +253,7 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
     """The ``split`` to use for ``rows`` rows of ``cols``: a cluster a row when rows are few.
 
     Rows longer than one 256-thread CTA holds (more than 2048 16-byte vectors: longer than
-    cols 16384 of bf16) are split over the largest cluster (8, 4 or 2 CTAs) that divides the row and
+    cols 16384 of bf16; 8192 narrower vectors) are split over the largest cluster (8, 4 or 2 CTAs) that divides the row and
     still fits one wave (``rows * split <= sm_count``, the device's SM count: 132 on an
     H200). Measured on the H200 (``benchmarks/variants.py softmax-split``, bf16): 1 row of
     131072 took 15.6 us unsplit and 7.6 us with split 8; 16 rows 16.6 and 10.5 us; at 256
@@ -239,11 +278,12 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
         if type(value) is not int or value < 1:
             raise SpecError(f"suggested_split: {name} = {value!r} is invalid: expected a "
                             f"positive int")
-    vectors = cols // dtype.vector_lanes
-    if vectors <= 2048:
+    lanes = vector_elements(cols, dtype)
+    vectors, most = cols // lanes, most_vectors_per_thread(lanes, dtype)
+    if vectors <= 256 * most:
         return 1
     for split in (8, 4, 2):
-        if not vectors % split and vectors // split <= 1024 * VECTORS_PER_THREAD \
+        if not vectors % split and vectors // split <= 1024 * most \
                 and rows * split <= sm_count:
             return split
     return 1
@@ -264,15 +304,12 @@ def reference(x: Any, scale: float) -> Any:
         return e / np.sum(e, axis=-1, keepdims=True)
 
 
-#: Largest allowed ||out - ref|| / ||ref||: a few roundings of the output to dtype.
-TOLERANCE = {DType.F32: 1e-5, DType.F16: 2e-3, DType.BF16: 1e-2}
-
-
 def example(spec: Softmax, rng: Any, rows: int = 5) -> KernelCase:
     """A launch of ``spec`` on ``rows`` random rows (x ~ N(0, 4), so rows are peaked).
 
-    The tolerance is :data:`TOLERANCE`, or twice the error of the float64 reference
-    itself rounded to ``dtype`` where that is larger: long f16 rows at small scales have
+    The tolerance is the kernels' one table, :data:`~specdsl.kernels.case.TOLERANCE`,
+    or twice the error of the float64 reference itself rounded to ``dtype`` where that is
+    larger: long f16 rows at small scales have
     most probabilities near ``1/cols``, in f16's subnormal range (below 2^-14), where
     rounding alone costs more than 2e-3.
     """

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import operator
+
 from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
+from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, one_of
-from .case import KernelCase, Output, from_bits, to_bits
+from ._rows import MAX_GRID_X, cdiv
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["VectorAdd", "reference", "example"]
 
@@ -38,9 +42,30 @@ class VectorAdd:
         return self.dtype.vector_lanes
 
     def grid(self, n: int) -> tuple[int, int, int]:
-        """The grid (in CTAs) that covers ``n`` elements with ``block`` threads each."""
-        per_cta = self.block * self.lanes
-        return (max(1, -(-n // per_cta)), 1, 1)
+        """The grid (in CTAs) that covers ``n`` elements with ``block`` threads each
+        (one CTA for ``n = 0``: its threads find nothing to add).
+
+        Raises:
+            SpecError: ``n`` is negative, not an integer, or needs more than 2^31 - 1 CTAs.
+        """
+        try:
+            count = operator.index(n)
+        except TypeError:
+            raise SpecError(f"VectorAdd n = {n!r} is invalid: expected an int") from None
+        ctas = max(1, cdiv(count, self.block * self.lanes))
+        if count < 0 or ctas > MAX_GRID_X:
+            raise SpecError(f"VectorAdd n = {n!r} is invalid: expected 0 to "
+                            f"{MAX_GRID_X * self.block * self.lanes} elements with block="
+                            f"{self.block} ({MAX_GRID_X} CTAs of {self.block * self.lanes})")
+        return (ctas, 1, 1)
+
+    def launch_dims(self, n: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` for ``n`` elements (see :meth:`grid`)."""
+        return self.grid(n), (self.block, 1, 1)
+
+    def bytes_moved(self, n: int) -> int:
+        """Fewest bytes a launch must move: ``a`` and ``b`` read once, ``out`` written once."""
+        return 3 * n * self.dtype.size
 
 
 def reference(a, b):
@@ -53,19 +78,17 @@ def reference(a, b):
 def example(spec: VectorAdd, rng, n: int = 1_000_003) -> KernelCase:
     """A launch of ``spec`` on ``n`` random elements (odd by default, to reach the tail path).
 
-    The expected output is the exact float64 sum of the (rounded) inputs; the tolerance
-    covers one rounding of the sum to ``dtype``: 1e-6 for f32 (2^-24 unit roundoff),
-    1e-3 for f16 (2^-11) and 1e-2 for bf16 (2^-8).
+    The expected output is the exact float64 sum of the (rounded) inputs; the tolerance,
+    :data:`~specdsl.kernels.case.TOLERANCE`, covers the one rounding of the sum to ``dtype``.
     """
     import numpy as np
 
     a = to_bits(rng.standard_normal(n), spec.dtype)
     b = to_bits(rng.standard_normal(n), spec.dtype)
     expected = reference(from_bits(a, spec.dtype), from_bits(b, spec.dtype))
-    tolerance = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}[spec.dtype]
     return KernelCase(
         spec=spec,
         args=(("a", a), ("b", b), ("out", Output((n,), spec.dtype)), ("n", np.uint64(n))),
         grid=spec.grid(n), block=(spec.block, 1, 1),
-        expected={"out": expected}, tolerance=tolerance,
+        expected={"out": expected}, tolerance=TOLERANCE[spec.dtype],
     )

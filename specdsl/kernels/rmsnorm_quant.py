@@ -1,0 +1,162 @@
+"""RMSNormQuant: RMSNorm (optionally after a fused residual add) with an FP8 E4M3 epilogue."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked
+from . import fp8_quant, rmsnorm
+from ._checks import FLOAT_DTYPES, block_size, one_of
+from ._rows import check_resident, check_resident_block, row_launch_dims, vector_elements
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
+
+__all__ = ["RMSNormQuant", "reference", "example"]
+
+
+def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
+    check_resident(hidden, instance.dtype)
+
+
+def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
+    if mode == "group":
+        fp8_quant.check_group(instance.hidden, "hidden")
+
+
+def _check_block(instance: Any, attribute: Any, block: int) -> None:
+    block_size(instance, attribute, block)
+    check_resident_block(instance.hidden, instance.dtype, block)
+
+
+@kernel_spec(template="rmsnorm_quant.ptx.j2", entry="rmsnorm_quant")
+class RMSNormQuant:
+    """RMSNorm, then FP8 E4M3 quantization of its output, in one kernel.
+
+    ``y = rmsnorm(x) * weight`` exactly as :class:`~specdsl.kernels.RMSNorm` computes it
+    (with ``fused_residual``: ``s = x + residual`` first, written back to ``residual``),
+    rounded to ``dtype`` as RMSNorm writes it, then quantized as
+    :class:`~specdsl.kernels.Fp8Quant` quantizes: ``q = satfinite(y * (1 / scale))``
+    (``cvt.rn.satfinite.e4m3x2.f32``). Only ``q`` and the scales are written: ``y`` never
+    reaches device memory (the unfused pair writes it and reads it back).
+
+    ``scale_mode``:
+
+    * ``"dynamic"``: ``scale[r] = max(max_j |y[r, j]| / 448, 2^-126)`` a row, written to
+      ``scale`` ``[rows]``;
+    * ``"static"``: one f32 read from ``scale`` at launch (vLLM's
+      ``rms_norm_static_fp8_quant`` / ``fused_add_rms_norm_static_fp8_quant``);
+    * ``"group"``: ``scale[r, g] = max(max |y| over the g-th 128 elements, 1e-10) / 448``,
+      written to ``scale`` ``[rows, hidden / 128]`` row-major (DeepSeek-V3's blockwise
+      activation scales, vLLM's ``per_token_group_quant_fp8``).
+
+    With the default ``block`` (RMSNorm's), the sum of squares runs in the same order as
+    RMSNorm's, so the codes and scales are bit for bit those of RMSNorm followed by
+    Fp8Quant (or ``fp8_quant.kernel_codes`` of RMSNorm's ``y``).
+
+    Kernel parameters (in order): ``x`` ``[rows, hidden]``; ``residual`` (only with
+    ``fused_residual``); ``weight`` ``[hidden]``; ``q`` ``[rows, hidden]`` e4m3 bytes;
+    ``scale`` (f32: output ``[rows]`` or ``[rows, hidden / 128]``, or the static input);
+    ``rows`` (u32). Alignment: one vector (:attr:`vector_bytes`) for the ``dtype`` arrays,
+    :attr:`vector` bytes for ``q``. One CTA per row (:meth:`launch_dims`). Needs sm_90, or
+    sm_89 with PTX ISA 8.1 (``cvt...e4m3x2``).
+
+    Fields:
+        hidden (baked): row length, kept in registers: at most 65536 f16/bf16 elements
+            of 16-byte vectors (32768 f32 or odd lengths); a multiple of 128 for ``group``.
+        eps, dtype, fused_residual: as :class:`~specdsl.kernels.RMSNorm`.
+        scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
+        block (baked): threads per CTA; the default is RMSNorm's for ``hidden``.
+
+    Raises:
+        SpecError: at construction, for a field outside the ranges above.
+    """
+
+    hidden: int = baked(validator=_check_hidden, doc="row length in elements")
+    eps: float = baked(1e-6, validator=rmsnorm._check_eps, doc="added to mean(x^2); > 0")
+    dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
+                         doc="element type of x, residual and weight: f32, f16 or bf16")
+    fused_residual: bool = baked(False, doc="residual = x + residual first; y = rmsnorm(residual)")
+    scale_mode: Literal["dynamic", "static", "group"] = baked(
+        "dynamic", validator=_check_scale_mode,
+        doc="a scale a row (dynamic), one read at launch (static), or a scale a group of 128")
+    block: int = baked(attrs.Factory(lambda self: rmsnorm.default_block(self.hidden, self.dtype),
+                                     takes_self=True),
+                       validator=_check_block, doc="threads per CTA (one CTA per row)")
+
+    #: the requests ``specdsl verify --variants`` compiles: each mode, with and without the
+    #: residual, common widths, an odd row (static, dynamic) and DeepSeek-V3's 7168.
+    variants = (
+        [{"hidden": h, "dtype": d, "fused_residual": f, "scale_mode": m}
+         for h in (4096, 8192) for d in ("bf16", "f16", "f32") for f in (False, True)
+         for m in ("dynamic", "static", "group")]
+        + [{"hidden": 4097, "scale_mode": m} for m in ("dynamic", "static")]
+        + [{"hidden": 7168, "scale_mode": "group", "fused_residual": True},
+           {"hidden": 16384, "scale_mode": "dynamic", "fused_residual": True}])
+
+    @property
+    def vector(self) -> int:
+        """Elements one load moves (see :attr:`RMSNorm.vector <specdsl.kernels.RMSNorm.vector>`)."""
+        return vector_elements(self.hidden, self.dtype)
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes one load of x moves, the alignment x, residual and weight need."""
+        return self.vector * self.dtype.size
+
+    def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
+
+        Raises:
+            SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
+        """
+        return row_launch_dims("RMSNormQuant", rows, self.block)
+
+    def bytes_moved(self, rows: int) -> int:
+        """Fewest bytes a launch must move: x, weight (and residual) read once, q (1 byte an
+        element, and s) written once, and the scales (f32)."""
+        arrays = 3 if self.fused_residual else 1  # x (+ residual in, s out)
+        scales = {"dynamic": 4 * rows, "static": 4,
+                  "group": 4 * rows * (self.hidden // fp8_quant.GROUP_SIZE)}[self.scale_mode]
+        return (arrays * rows + 1) * self.hidden * self.dtype.size + rows * self.hidden + scales
+
+
+def reference(x: Any, weight: Any, eps: float, dtype: DType, scale_mode: str,
+              scale: float | None = None) -> tuple[Any, Any, Any]:
+    """float64 RMSNorm of ``x``, rounded to ``dtype``, then quantized: ``(quotient, scales,
+    y)``, the quotient clipped to +-448 (what decoded codes approach), the scales of
+    ``scale_mode`` (``"static"``: ``scale``) and the rounded ``y`` they come from."""
+    y = from_bits(to_bits(rmsnorm.reference(x, weight, eps), dtype), dtype)
+    quotient, scales = fp8_quant.mode_reference(y, scale_mode, scale)
+    return quotient, scales, y
+
+
+def example(spec: RMSNormQuant, rng: Any, rows: int = 7) -> KernelCase:
+    """A launch of ``spec`` on ``rows`` random rows (x, residual ~ N(0, 1), weight ~
+    N(1, 0.5)); the static scale puts the largest |y| near 400. Expected: the float64
+    quotients of :func:`reference` (decoded codes are compared with them, within
+    ``TOLERANCE[F8E4M3]``), the scales, and with ``fused_residual`` the rounded sum."""
+    import numpy as np
+
+    shape = (rows, spec.hidden)
+    args, expected, x64, w64 = rmsnorm.example_inputs(spec, rng, rows)
+    eps = float(np.float32(spec.eps))
+    static = None
+    if spec.scale_mode == "static":
+        y_max = np.abs(rmsnorm.reference(x64, w64, eps)).max()
+        static = np.float32(y_max / 400.0)
+    quotient, scales, _ = reference(x64, w64, eps, spec.dtype, spec.scale_mode,
+                                    None if static is None else float(static))
+    args.append(("q", Output(shape, DType.F8E4M3)))
+    if static is None:
+        args.append(("scale", Output(np.shape(scales), DType.F32)))
+        expected["scale"] = scales
+    else:
+        args.append(("scale", np.array([static], dtype=np.float32)))
+    args.append(("rows", np.uint32(rows)))
+    expected["q"] = quotient
+    grid, block = spec.launch_dims(rows)
+    return KernelCase(spec=spec, args=tuple(args), grid=grid, block=block, expected=expected,
+                      tolerance=TOLERANCE[DType.F8E4M3])

@@ -1,0 +1,428 @@
+"""The GPU benchmarks' pure parts, on the CPU: arguments, cases, tables, charts, ncu parsing.
+
+``benchmarks/kernels.py``, ``ncu_targets.py`` and ``ncu_report.py`` run on the GPU machine;
+what they compute from their measurements, and how they read their command lines, is
+tested here from made-up results. Where torch is installed (the GPU machine), the torch
+implementation of every case is also checked against the kernel's float64 reference on
+CPU tensors (``benchfakes.py`` stands in for the device).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import bench_report  # noqa: E402
+import harness  # noqa: E402
+import kernels  # noqa: E402
+import liger_peers  # noqa: E402
+import ncu_report  # noqa: E402
+import ncu_targets  # noqa: E402
+
+COPY = 4.0e12  # bytes per second of the made-up runs
+
+
+def _case(kernel="RMSNorm", tokens=16384, series="hidden=4096", bytes_moved=400_000_000,
+          **impls) -> dict:
+    return {"kernel": kernel, "tokens": tokens, "series": series, "detail": "",
+            "bytes_moved": bytes_moved, "copy": {"event_us": 100.0, "graph_us": 98.0},
+            "impls": impls}
+
+
+def _results(*cases) -> dict:
+    return {"device": "NVIDIA H200", "torch": "2.11", "triton": "3.6", "liger": "0.8.5",
+            "date": "2026-12-01", "elapsed_s": 200.0, "copy_bytes_per_s": COPY,
+            "cases": list(cases)}
+
+
+def _built_cases() -> list:
+    return [case for module in kernels.case_modules() for case in module.cases(None)]
+
+
+# --- kernels.py: command line and case selection -------------------------------------------
+
+def test_kernels_argument_accepts_any_case():
+    """--kernels matches names case-insensitively and keeps their order."""
+    args = kernels.parse_args(["--kernels", "softmax,RMSNORM"])
+    assert args.kernels == ("Softmax", "RMSNorm")
+
+
+def test_kernels_argument_refuses_an_unknown_name(capsys):
+    """An unknown --kernels name exits with the name and the known kernels."""
+    with pytest.raises(SystemExit):
+        kernels.parse_args(["--kernels", "RMSNorm,LayerNorm"])
+    err = capsys.readouterr().err
+    assert "LayerNorm" in err and "Fp8Quant" in err
+
+
+def test_quick_times_fewer_launches():
+    """--quick defaults to 50 timed launches; an explicit --launches wins."""
+    assert kernels.parse_args(["--quick"]).launches == 50
+    assert kernels.parse_args(["--quick", "--launches", "7"]).launches == 7
+    assert kernels.parse_args([]).launches == 100
+
+
+def test_launches_must_be_positive(capsys):
+    """--launches 0 is refused."""
+    with pytest.raises(SystemExit):
+        kernels.parse_args(["--launches", "0"])
+    assert "--launches 0" in capsys.readouterr().err
+
+
+def test_every_kernel_has_cases_at_both_hidden_sizes():
+    """Each kernel has tokens 1 to 16384 at widths 4096 and 8192 (Softmax also longer rows)."""
+    found = {}
+    for case in _built_cases():
+        found.setdefault(case.kernel, set()).add((case.tokens, case.series))
+    assert set(found) == set(kernels.kernel_names())
+    assert (16384, "hidden=8192") in found["RMSNorm+residual"]
+    assert (1, "cols=131072") in found["Softmax"]
+    assert {t for t, s in found["RoPE"] if s == "heads=64+8x128"} == {1, 16, 256, 4096, 16384}
+
+
+def test_case_bytes_come_from_the_spec():
+    """A case's bytes_moved is its spec's: RMSNorm 16384 x 4096 bf16 moves x, y and weight."""
+    case = next(c for c in _built_cases() if c.kernel == "RMSNorm" and c.tokens == 16384
+                and c.series == "hidden=4096")
+    assert case.bytes_moved == (2 * 16384 + 1) * 4096 * 2
+    assert case.tolerance == 1e-2
+
+
+def test_softmax_split_is_a_detail_not_a_series():
+    """Few long Softmax rows name their cluster split in the label, in the same series."""
+    case = next(c for c in _built_cases() if c.kernel == "Softmax" and c.tokens == 1
+                and c.series == "cols=131072")
+    assert case.shape == "tokens=1 cols=131072 split=8"
+
+
+def test_quick_keeps_two_token_counts_of_the_first_series():
+    """--quick keeps tokens 16 and 16384 at the first hidden size of each chosen kernel."""
+    chosen = kernels.select(_built_cases(), ("RMSNorm", "SiluMul"), quick=True)
+    assert [(c.kernel, c.tokens, c.series) for c in chosen] == [
+        ("RMSNorm", 16, "hidden=4096"), ("RMSNorm", 16384, "hidden=4096"),
+        ("SiluMul", 16, "d=4096"), ("SiluMul", 16384, "d=4096")]
+
+
+def test_compile_is_skipped_past_the_budget():
+    """A shape reached after --compile-budget-s is not compiled, and the reason says so."""
+    args = kernels.parse_args(["--compile-budget-s", "10"])
+    case = _built_cases()[0]
+    assert kernels.compile_skip(args, case, elapsed=9.0) is None
+    assert "--compile-budget-s 10" in kernels.compile_skip(args, case, elapsed=11.0)
+
+
+def test_compile_tokens_limits_compiled_shapes():
+    """--compile-tokens compiles only the named token counts."""
+    args = kernels.parse_args(["--compile-tokens", "16384"])
+    by_tokens = {c.tokens: c for c in _built_cases() if c.kernel == "SiluMul"}
+    assert kernels.compile_skip(args, by_tokens[16384], 0.0) is None
+    assert "--compile-tokens" in kernels.compile_skip(args, by_tokens[16], 0.0)
+
+
+def test_large_shapes_are_measured_first():
+    """The measuring order puts 16384 tokens before 1 token."""
+    ordered = sorted(_built_cases(), key=kernels.measure_order)
+    assert ordered[0].tokens == 16384 and ordered[-1].tokens == 1
+
+
+# --- harness.py ----------------------------------------------------------------------------
+
+def test_row_picks_keep_first_and_last():
+    """Checked rows include the first and the last and are at most CHECK_ROWS."""
+    picks = harness.row_picks(16384)
+    assert picks[0] == 0 and picks[-1] == 16383 and len(picks) == harness.CHECK_ROWS
+    assert harness.row_picks(3) == [0, 1, 2]
+
+
+def test_describe_error_keeps_the_first_line():
+    """An exception becomes 'Type: first line', cut to 160 characters."""
+    text = harness.describe_error(RuntimeError("Cannot launch\nTriton details"))
+    assert text == "RuntimeError: Cannot launch"
+    assert len(harness.describe_error(ValueError("x" * 500))) == 160
+
+
+def test_graph_count_spans_about_two_milliseconds():
+    """Graph captures hold ~2 ms of launches, 8 to 100 of them."""
+    assert harness.graph_count(130e-6) == 15
+    assert harness.graph_count(2e-6) == 100
+    assert harness.graph_count(1e-3) == 8
+
+
+def test_missing_peer_op_is_unavailable():
+    """Liger's missing FP8 op raises Unavailable with the reason."""
+    with pytest.raises(harness.Unavailable, match="no FP8"):
+        liger_peers.missing("Liger-Kernel has no FP8 quantization")()
+
+
+# --- bench_report.py -------------------------------------------------------------------------
+
+def test_bandwidth_row_reports_rate_percent_and_speedups():
+    """A row shows TB/s, % of the copy rate and peer time / specdsl time."""
+    results = _results(_case(specdsl={"event_us": 100.0}, liger={"event_us": 110.0},
+                             compile={"event_us": 200.0}, eager={"event_us": 400.0}))
+    text = bench_report.markdown(results)
+    row = next(line for line in text.splitlines() if line.startswith("| tokens=16384"))
+    assert "| 100.0 | 4.00 (100.0%) |" in row
+    assert row.endswith("| 1.10x | 2.00x | 4.00x |")
+
+
+def test_failed_implementation_gets_a_numbered_reason():
+    """An implementation's error shows as n/a [n] with the reason listed once below."""
+    reason = "RuntimeError: Cannot launch Triton kernel since n = 131072 exceeds 65536."
+    results = _results(_case(tokens=1, specdsl={"event_us": 5.0, "graph_us": 2.0},
+                             liger={"error": reason}),
+                       _case(tokens=16, specdsl={"event_us": 5.0, "graph_us": 2.0},
+                             liger={"error": reason}))
+    text = bench_report.markdown(results)
+    assert text.count(reason) == 1
+    assert f"- [1] {reason}" in text
+    assert "n/a [1]" in text
+
+
+def test_unavailable_reason_is_not_wrapped_twice():
+    """A reason already written as 'n/a (...)' is listed without the wrapper."""
+    results = _results(_case(specdsl={"event_us": 5.0}, liger={"error": "n/a (no module)"}))
+    assert "- [1] no module" in bench_report.markdown(results)
+
+
+def test_goal_lists_large_shapes_under_95_percent():
+    """Shapes of 256 MiB or more under 95% of the copy rate are named with their percentage."""
+    big = 300 * 2**20
+    cases = [_case(tokens=16384, bytes_moved=big, specdsl={"event_us": big / COPY * 1e6 / 0.9}),
+             _case(tokens=4096, bytes_moved=big, specdsl={"event_us": big / COPY * 1e6 / 0.97}),
+             _case(tokens=16, bytes_moved=2**20, specdsl={"event_us": 5.0})]
+    short = bench_report.goal_lines(cases, COPY)[0]
+    assert "tokens=16384 hidden=4096 (90.0%)" in short
+    assert "tokens=4096" not in short and "tokens=16 " not in short
+
+
+def test_goal_names_a_faster_peer():
+    """A shape where a peer's time is below specdsl's is listed with both times."""
+    cases = [_case(specdsl={"event_us": 69.8}, liger={"event_us": 68.9},
+                   compile={"event_us": 158.9})]
+    faster = bench_report.goal_lines(cases, COPY)[1]
+    assert faster == ("- a peer faster than specdsl: RMSNorm tokens=16384 hidden=4096: "
+                      "Liger 68.9 us, specdsl 69.8 us.")
+
+
+def test_small_shapes_show_events_beside_graph_replay():
+    """Shapes up to 256 tokens get 'event / graph' cells; larger ones are left out."""
+    results = _results(_case(tokens=16, specdsl={"event_us": 5.25, "graph_us": 2.5}),
+                       _case(tokens=4096, specdsl={"event_us": 60.0, "graph_us": 57.0}))
+    small = bench_report.small_table(results["cases"], bench_report.Footnotes())
+    assert len(small) == 3
+    assert "| 5.25 / 2.50 |" in small[2] and "| 100.0 / 98.0 |" in small[2]
+
+
+def test_graph_failure_keeps_the_event_time():
+    """A call that could not be captured shows its event time and a graph reason."""
+    notes = bench_report.Footnotes()
+    small = bench_report.small_table([_case(tokens=1, specdsl={"event_us": 5.0,
+                                                               "graph_error": "capture"})],
+                                     notes)
+    assert "| 5.00 / n/a [1] |" in small[2]
+    assert notes.lines()[0] == "[1] graph: capture"
+
+
+def test_tables_follow_kernel_then_width_then_tokens():
+    """Cases measured largest first are tabled by kernel, hidden size, then tokens."""
+    cases = [_case("SiluMul", 16384, "d=4096"), _case("RMSNorm", 16384, "hidden=8192"),
+             _case("RMSNorm", 1, "hidden=8192"), _case("RMSNorm", 16384, "hidden=4096")]
+    ordered = sorted(cases, key=bench_report.case_order)
+    assert [(c["kernel"], c["tokens"], c["series"]) for c in ordered] == [
+        ("RMSNorm", 16384, "hidden=4096"), ("RMSNorm", 1, "hidden=8192"),
+        ("RMSNorm", 16384, "hidden=8192"), ("SiluMul", 16384, "d=4096")]
+
+
+def test_read_json_refuses_other_files(tmp_path):
+    """A JSON file that is not a results file is refused with what was expected."""
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match="copy_bytes_per_s"):
+        bench_report.read_json(path)
+
+
+def test_plot_writes_one_png_per_page(tmp_path):
+    """--plot draws RMSNorm and its fused form on one rmsnorm.png of 800 x 500 pixels."""
+    pytest.importorskip("matplotlib")
+    results = _results(*[_case(kernel, tokens, "hidden=4096", specdsl={"event_us": 100.0},
+                               eager={"event_us": 150.0})
+                         for kernel in ("RMSNorm", "RMSNorm+residual", "Fp8Quant")
+                         for tokens in (16, 16384)])
+    written = bench_report.plot(results, tmp_path)
+    assert sorted(p.name for p in written) == ["fp8_quant.png", "rmsnorm.png"]
+    header = (tmp_path / "rmsnorm.png").read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+    assert (width, height) == (800, 500)
+
+
+def test_from_json_writes_and_prints_the_tables_last(tmp_path, capsys):
+    """kernels.py --from-json writes kernels.md and prints it as the last output."""
+    source = tmp_path / "kernels.json"
+    bench_report.write_json(_results(_case(specdsl={"event_us": 100.0})), source)
+    assert kernels.main(["--from-json", str(source), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "kernels.md").read_text()
+    assert capsys.readouterr().out.endswith(text + "\n")
+
+
+# --- ncu_targets.py and ncu_report.py --------------------------------------------------------
+
+_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+           '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+           '"Metric Value"')
+
+
+def _rows(kernel_id: int, name: str, grid: int, **metrics: tuple[str, str]) -> list[str]:
+    metrics = {"launch__grid_size": ("", str(grid)), **metrics}
+    return [f'"{kernel_id}","1","python3","h","{name}","1","7","(256, 1, 1)","({grid}, 1, 1)",'
+            f'"0","9.0","Command line profiler metrics","{metric}","{unit}","{value}"'
+            for metric, (unit, value) in metrics.items()]
+
+
+def _ncu_csv() -> str:
+    lines = ["==PROF== Connected to process 1", _HEADER]
+    lines += _rows(0, "vector_add", 1, **{"gpu__time_duration.sum": ("nsecond", "1,024")})
+    lines += _rows(1, "rmsnorm", 16384, **{
+        "gpu__time_duration.sum": ("nsecond", "65,536"),
+        "dram__bytes_read.sum": ("byte", "134,250,000"),
+        "dram__bytes_write.sum": ("byte", "134,200,000"),
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "85.5")})
+    lines += _rows(2, "vector_add", 2)
+    lines += _rows(3, "triton_red_fused_add", 16384, **{
+        "gpu__time_duration.sum": ("usecond", "30"),
+        "dram__bytes_read.sum": ("Mbyte", "100"), "dram__bytes_write.sum": ("Mbyte", "50"),
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "80")})
+    lines += _rows(4, "triton_red_fused_rms_norm", 16384, **{
+        "gpu__time_duration.sum": ("usecond", "10"),
+        "dram__bytes_read.sum": ("Mbyte", "50"), "dram__bytes_write.sum": ("Mbyte", "40"),
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "40")})
+    return "\n".join(lines + ["==PROF== Disconnected from process 1"]) + "\n"
+
+
+_TARGETS = [
+    {"id": 1, "kernel": "RMSNorm", "tokens": 16384, "series": "hidden=4096", "impl": "specdsl",
+     "bytes_moved": 268_443_648},
+    {"id": 2, "kernel": "RMSNorm", "tokens": 16384, "series": "hidden=4096", "impl": "compile",
+     "bytes_moved": 268_443_648},
+    {"id": 3, "kernel": "RMSNorm", "tokens": 16384, "series": "hidden=4096", "impl": "liger",
+     "bytes_moved": 268_443_648, "error": "ModuleNotFoundError: No module named 'liger_kernel'"},
+]
+
+
+def test_parse_number_reads_separators():
+    """ncu's thousands separators and a decimal comma both read right."""
+    assert ncu_report.parse_number('"268,435,456"') == 268435456.0
+    assert ncu_report.parse_number("65.54") == 65.54
+    assert ncu_report.parse_number("9,5") == 9.5
+
+
+def test_parse_csv_converts_units():
+    """Times become seconds and bytes bytes, whatever unit ncu printed."""
+    kernels_found = ncu_report.parse_csv(_ncu_csv())
+    assert [k["name"] for k in kernels_found] == ["vector_add", "rmsnorm", "vector_add",
+                                                  "triton_red_fused_add",
+                                                  "triton_red_fused_rms_norm"]
+    assert kernels_found[1]["metrics"]["gpu__time_duration.sum"] == pytest.approx(65.536e-6)
+    assert kernels_found[3]["metrics"]["dram__bytes_read.sum"] == pytest.approx(100e6)
+
+
+def test_parse_csv_refuses_an_unknown_unit():
+    """A time in a unit the script does not know is an error, not a wrong number."""
+    text = "\n".join([_HEADER] + _rows(0, "k", 1, **{"gpu__time_duration.sum": ("fortnight", "1")}))
+    with pytest.raises(ValueError, match="fortnight"):
+        ncu_report.parse_csv(text)
+
+
+def test_attribute_sums_the_kernels_after_each_marker():
+    """A target's kernels are those between its marker and the next: times and bytes add up."""
+    rows = ncu_report.attribute(ncu_report.parse_csv(_ncu_csv()), _TARGETS)
+    specdsl, compiled, liger = rows
+    assert specdsl["kernels"] == 1 and specdsl["seconds"] == pytest.approx(65.536e-6)
+    assert compiled["kernels"] == 2 and compiled["seconds"] == pytest.approx(40e-6)
+    assert compiled["dram_read"] + compiled["dram_write"] == pytest.approx(240e6)
+    assert compiled["dram_pct"] == pytest.approx((80 * 30 + 40 * 10) / 40)
+    assert "seconds" not in liger and "liger_kernel" in liger["error"]
+
+
+def test_report_table_compares_dram_bytes_with_bytes_moved():
+    """The table divides the DRAM bytes by the spec's bytes_moved."""
+    text = ncu_report.table(ncu_report.attribute(ncu_report.parse_csv(_ncu_csv()), _TARGETS))
+    specdsl_row = next(line for line in text.splitlines() if "| specdsl |" in line)
+    assert "| 65.5 | 134.2 + 134.2 | 1.000x |" in specdsl_row
+    assert "n/a (ModuleNotFoundError" in text
+
+
+def test_ncu_command_leaves_clocks_alone():
+    """ncu runs with --clock-control none, only the marked range, and every metric."""
+    command = ncu_report.ncu_command("ncu", Path("o.csv"), Path("m.json"), ["large"])
+    assert command[command.index("--clock-control") + 1] == "none"
+    assert command[command.index("--profile-from-start") + 1] == "off"
+    assert command[command.index("--metrics") + 1].split(",") == list(ncu_report.METRICS)
+    assert command[-3:] == ["--manifest", "m.json", "large"]
+
+
+def test_report_from_saved_files(tmp_path, capsys):
+    """ncu_report.py --csv --manifest prints the table without running ncu."""
+    (tmp_path / "ncu.csv").write_text(_ncu_csv())
+    (tmp_path / "targets.json").write_text(json.dumps(_TARGETS))
+    assert ncu_report.main(["--csv", str(tmp_path / "ncu.csv"), "--manifest",
+                            str(tmp_path / "targets.json"), "--out", str(tmp_path)]) == 0
+    assert "| RMSNorm | tokens=16384 hidden=4096 | compile | 2 | 40.0 |" in capsys.readouterr().out
+
+
+def test_ncu_targets_refuse_unknown_groups(capsys):
+    """An unknown group or implementation name exits with the known ones."""
+    with pytest.raises(SystemExit):
+        ncu_targets.parse_args(["huge"])
+    assert "large" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ncu_targets.parse_args(["--impls", "specdsl,triton"])
+    assert "triton" in capsys.readouterr().err
+
+
+def test_ncu_large_group_covers_every_builtin_twice():
+    """The large group has each benchmarked kernel at 16384 x 4096 and 16384 x 8192."""
+    found = ncu_targets.GROUPS["large"](None)
+    assert sorted((c.kernel, c.tokens) for c in found) == sorted(
+        (k, 16384) for k in kernels.kernel_names() for _ in range(2))
+
+
+# --- with torch installed: every case's torch version against the reference ---------------
+
+@pytest.fixture(scope="module")
+def cpu_torch():
+    """torch with device="cuda" dropped and torch.cuda's timing and sync made no-ops."""
+    pytest.importorskip("torch")
+    import benchfakes
+
+    return benchfakes.CpuTorch()
+
+
+@pytest.mark.parametrize("kernel", ["RMSNorm", "RMSNorm+residual", "Softmax", "RoPE",
+                                    "SiluMul", "Fp8Quant"])
+def test_torch_version_matches_the_reference(cpu_torch, kernel):
+    """Each case's torch eager outputs, at 16 tokens, pass the check against the reference."""
+    chosen = [c for m in kernels.case_modules() for c in m.cases(cpu_torch)
+              if c.kernel == kernel and c.tokens == 16]
+    for case in chosen:
+        impls = {"eager": harness.Impl(prepare=case.torch_args, run=case.run_torch)}
+        passed, records = harness.check_all(cpu_torch, case, impls)
+        assert "eager" in passed, (case.shape, records)
+
+
+def test_liger_rope_adapter_matches_the_reference(cpu_torch, monkeypatch):
+    """Liger's RoPE, given Hugging Face's layout by the adapter, matches the reference."""
+    import benchfakes
+
+    benchfakes.install_fake_liger(monkeypatch)
+    case = next(c for m in kernels.case_modules() for c in m.cases(cpu_torch)
+                if c.kernel == "RoPE" and c.tokens == 16)
+    passed, records = harness.check_all(cpu_torch, case, {"liger": case.peers["liger"]()})
+    assert "liger" in passed, records

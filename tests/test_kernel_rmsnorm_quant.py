@@ -1,0 +1,193 @@
+"""RMSNormQuant: RMSNorm with an FP8 E4M3 epilogue: PTX, refused requests, reference, and on
+the GPU, codes equal to RMSNorm then Fp8Quant's."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from ptxcheck import assemble, assert_no_spills
+from specdsl import DType, RenderError, SpecError, render
+from specdsl.kernels import RMSNorm, RMSNormQuant
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
+from specdsl.kernels.rmsnorm_quant import example, reference
+
+MODES = ("dynamic", "static", "group")
+
+
+def _params(ptx: str) -> list[str]:
+    return re.findall(r"\.param \.\w+(?: \.ptr \.global \.align \d+)? (\w+)", ptx)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize("hidden", [2880, 4096, 7168, 8192, 16384])
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("mode", MODES)
+def test_assembles_without_spills(dtype, hidden, fused, mode):
+    """Every mode, with and without the residual, at LLM widths up to 16384, assembles for
+    sm_90 within 64 registers without spills."""
+    if mode == "group" and hidden % 128:
+        pytest.skip("group scales need whole groups of 128")
+    spec = RMSNormQuant(hidden=hidden, dtype=dtype, fused_residual=fused, scale_mode=mode)
+    assert_no_spills(assemble(spec))
+
+
+@pytest.mark.parametrize("fused,names", [
+    (False, ["x", "weight", "q", "scale", "rows"]),
+    (True, ["x", "residual", "weight", "q", "scale", "rows"])])
+def test_param_order(fused, names):
+    """The entry's .param order is x, [residual], weight, q, scale, rows, as documented."""
+    assert _params(render(RMSNormQuant(hidden=4096, fused_residual=fused))) == names
+
+
+def test_same_block_and_normalization_as_rmsnorm():
+    """The default block is RMSNorm's (so the sum of squares runs in the same order), and
+    the PTX up to the rounding of y is RMSNorm's."""
+    for hidden in (2880, 4096, 4097, 16384):
+        assert RMSNormQuant(hidden=hidden).block == RMSNorm(hidden=hidden).block
+    def normalization(ptx: str) -> str:  # from the row's loads to rstd
+        return ptx.split("// load the row")[1].split("rsqrt.approx.f32    %rstd")[0]
+
+    for fused in (False, True):
+        plain = render(RMSNorm(hidden=4096, fused_residual=fused))
+        quant = render(RMSNormQuant(hidden=4096, fused_residual=fused)).replace(
+            "rmsnorm_quant", "rmsnorm")
+        assert normalization(plain) == normalization(quant)
+
+
+def test_dynamic_reduces_twice_and_writes_no_y():
+    """Dynamic scales take a second CTA reduction (the row's largest |y|, its own shared
+    array); no y is stored: only codes and the scale."""
+    ptx = render(RMSNormQuant(hidden=4096))
+    assert ptx.count("// CTA max-reduce of %amax") == 1 and "rmsnorm_quant_amax[8]" in ptx
+    assert "st.global.L1::no_allocate.v4.b32" not in ptx
+    assert ptx.count("st.global.v2.b32") == 2 and "@%p3 st.global.f32  [%rd9], %scale;" in ptx
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(hidden=4097, scale_mode="group"), "RMSNormQuant.scale_mode = 'group' is invalid: "
+                                            "expected hidden to be a multiple of 128"),
+    (dict(hidden=65544), "RMSNormQuant.hidden = 65544 is invalid: expected at most 65536 "
+                         "elements of bf16"),
+    (dict(hidden=32772, dtype="f32"), "expected at most 32768 elements of f32"),
+    (dict(hidden=4096, block=32), "RMSNormQuant.block = 32 is invalid: expected at least 64 "
+                                  "threads"),
+    (dict(hidden=4096, scale_mode="static_param"), "RMSNormQuant.scale_mode must be one of"),
+])
+def test_refused(fields, message):
+    """Requests the kernel cannot take are refused at construction, naming field and value."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        RMSNormQuant(**fields)
+
+
+def test_needs_fp8_conversion():
+    """Rendering for a target without cvt...e4m3x2 is refused."""
+    with pytest.raises(RenderError, match=r"RMSNormQuant: cvt.rn.satfinite.e4m3x2.f32 needs"):
+        render(RMSNormQuant(hidden=4096, dtype="f32"), "sm_80")
+
+
+def test_reference_rounds_y_before_quantizing():
+    """The reference quantizes y rounded to dtype (what the unfused RMSNorm writes)."""
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((3, 256)), np.ones(256)
+    quotient, scales, y = reference(x, w, 1e-6, DType.BF16, "group")
+    np.testing.assert_array_equal(y, from_bits(to_bits(y, DType.BF16), DType.BF16))
+    assert scales.shape == (3, 2) and quotient.shape == (3, 256)
+    assert np.abs(quotient).max() == 448.0
+
+
+def test_example_args_follow_param_order():
+    """Each mode's example passes its arguments in .param order, the static scale as an
+    input, the dynamic and group scales as outputs of their shapes."""
+    for mode in MODES:
+        for fused in (False, True):
+            case = example(RMSNormQuant(hidden=256, fused_residual=fused, scale_mode=mode),
+                           np.random.default_rng(1), rows=3)
+            assert [name for name, _ in case.args] == _params(render(case.spec))
+            scale = dict(case.args)["scale"]
+            if mode == "static":
+                assert scale.dtype == np.float32 and scale.shape == (1,)
+            else:
+                assert scale.shape == ((3,) if mode == "dynamic" else (3, 2))
+
+
+GPU = [(dtype, hidden, fused, mode) for dtype in ("bf16", "f16", "f32")
+       for hidden in (4096, 7168) for fused in (False, True) for mode in MODES] + [
+    ("bf16", 4097, False, "dynamic"), ("bf16", 4097, True, "static"), ("f16", 16384, True, "group"),
+    ("bf16", 2880, True, "dynamic"), ("f32", 4098, False, "static")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,hidden,fused,mode", GPU)
+def test_gpu_codes_equal_the_unfused_pair(dtype, hidden, fused, mode):
+    """On the GPU, the fused codes and scales equal, bit for bit, those of RMSNorm (same
+    block) followed by the f32 quantization steps of Fp8Quant (fp8_quant.kernel_codes):
+    the fused kernel rounds y to dtype before quantizing, as the pair does. The written-
+    back residual equals RMSNorm's too, and the decoded codes are within TOLERANCE of the
+    float64 reference."""
+    from differential import compare, run_quantized, run_rmsnorm, to_device
+    from specdsl import Executor
+    from specdsl.kernels.fp8_quant import kernel_codes
+
+    torch = pytest.importorskip("torch")
+    executor = Executor()
+    spec = RMSNormQuant(hidden=hidden, dtype=dtype, fused_residual=fused, scale_mode=mode)
+    plain = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused, block=spec.block)
+    rng = np.random.default_rng(hidden + len(mode))
+    rows = 37
+    x = from_bits(to_bits(rng.standard_normal((rows, hidden)), spec.dtype), spec.dtype)
+    weight = from_bits(to_bits(rng.normal(1.0, 0.5, hidden), spec.dtype), spec.dtype)
+    residual = from_bits(to_bits(rng.standard_normal((rows, hidden)), spec.dtype), spec.dtype) \
+        if fused else None
+    unfused = run_rmsnorm(executor, torch, plain, x, weight, residual)
+    y = unfused["y"]
+    static = float(np.float32(np.abs(y).max() / 400.0))
+    codes, scales = kernel_codes(y, mode, static if mode == "static" else None)
+    inputs = [to_device(torch, to_bits(x, spec.dtype), spec.dtype)]
+    if fused:
+        inputs.append(to_device(torch, to_bits(residual, spec.dtype), spec.dtype))
+    inputs.append(to_device(torch, to_bits(weight, spec.dtype), spec.dtype))
+    shape = {"dynamic": (rows,), "group": (rows, hidden // 128)}.get(mode, static)
+    out = run_quantized(executor, torch, spec, inputs, rows, hidden, shape)
+    np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3), err_msg=repr(spec))
+    if mode != "static":
+        np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
+    if fused:
+        from differential import to_host
+        np.testing.assert_array_equal(to_host(torch, inputs[1], spec.dtype), unfused["residual"])
+    source = unfused["residual"] if fused else x
+    quotient, _, _ = reference(source, weight, float(np.float32(spec.eps)), spec.dtype, mode,
+                               static)
+    compare(out["q"], quotient, DType.F8E4M3, TOLERANCE[DType.F8E4M3], repr(spec))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_gpu_example_matches_reference(mode):
+    """The example case runs through specdsl._review.demo.run_case within its tolerance."""
+    from specdsl import Executor
+    from specdsl._review.demo import run_case
+
+    rng = np.random.default_rng(7)
+    case = example(RMSNormQuant(hidden=4096, fused_residual=True, scale_mode=mode), rng, rows=9)
+    errors = run_case(Executor(), case, rng)
+    assert errors["q"] <= case.tolerance, errors
+    assert errors.get("scale", 0.0) <= 1e-2 and errors.get("residual", 0.0) == 0.0, errors
+
+
+@pytest.mark.parametrize("hidden,dtype,block", [
+    (h, d, b) for h in (7, 4097, 4100, 2880, 7168) for d in ("bf16", "f32") for b in (None, 1024)])
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_every_vector_and_code_once(hidden, dtype, block, mode):
+    """In a model of the CTA (ptxsim.row_coverage), x is loaded once and every vector of
+    codes stored once, for odd, narrow and 16-byte rows."""
+    from ptxsim import row_coverage
+
+    spec = RMSNormQuant(hidden=hidden, dtype=dtype, scale_mode=mode,
+                        **({"block": block} if block else {}))
+    ptx = render(spec)
+    vectors = {i: 1 for i in range(hidden // spec.vector)}
+    assert row_coverage(ptx, "ld", ("%rd4",), spec.vector_bytes, spec.block) == [vectors]
+    assert row_coverage(ptx, "st", ("%rd6",), spec.vector, spec.block) == [vectors]
