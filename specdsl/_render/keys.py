@@ -12,11 +12,11 @@ imply identical PTX.
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import Any
 
 import jinja2
 
+from .._base.digest import labelled_sha256
 from .._spec.decorator import spec_info
 from .._spec.fields import canonical
 from .._spec.target import Target
@@ -29,12 +29,6 @@ __all__ = ["derived_key", "hand_key", "key_inputs", "KEY_SCHEMA", "DIGEST_HEX"]
 KEY_SCHEMA = "specdsl-derived-key/1"
 #: Hex digits of the digest kept in a key: 40 (160 bits).
 DIGEST_HEX = 40
-
-
-def _field(h: hashlib._Hash, label: str, value: str) -> None:
-    data = value.encode()
-    h.update(f"{label}:{len(data)}:".encode())
-    h.update(data)
 
 
 def key_inputs(spec: Any, target: Target | str = "sm_90") -> tuple[tuple[str, str], ...]:
@@ -67,10 +61,8 @@ def key_inputs(spec: Any, target: Target | str = "sm_90") -> tuple[tuple[str, st
 
 @functools.lru_cache(maxsize=8192)
 def _derived(spec: Any, target: Target) -> str:
-    h = hashlib.sha256()
-    for label, value in key_inputs(spec, target):
-        _field(h, label, value)
-    return f"{spec_info(spec).entry}-{h.hexdigest()[:DIGEST_HEX]}"
+    digest = labelled_sha256(key_inputs(spec, target)).hex()
+    return f"{spec_info(spec).entry}-{digest[:DIGEST_HEX]}"
 
 
 def derived_key(spec: Any, target: Target | str = "sm_90") -> str:
