@@ -219,7 +219,8 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
         SimError: a guard predicate set by no ``setp.lt.u32`` before its use.
     """
     lines = [line.split("//")[0].strip() for line in ptx.splitlines()]
-    access = re.compile(rf"^(?:@(%\w+) )?{op}\.global[.\w:]*\s+.*\[({'|'.join(map(re.escape, cursors))})\+(\d+)\]")
+    names = "|".join(map(re.escape, cursors))
+    access = re.compile(rf"^(?:@(%\w+) )?{op}\.global[.\w:]*\s+.*\[({names})\+(\d+)\]")
     passes: list[dict[int, int]] = []
     state = {"base": {c: 0 for c in cursors}, "guards": {}}
 

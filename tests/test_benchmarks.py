@@ -1,4 +1,4 @@
-"""The GPU benchmarks' pure parts, on the CPU: arguments, case building, tables, charts, ncu parsing.
+"""The GPU benchmarks' pure parts, on the CPU: arguments, cases, tables, charts, ncu parsing.
 
 ``benchmarks/kernels.py``, ``ncu_targets.py`` and ``ncu_report.py`` run on the GPU machine;
 what they compute from their measurements, and how they read their command lines, is
@@ -259,7 +259,8 @@ def test_plot_writes_one_png_per_page(tmp_path):
     assert sorted(p.name for p in written) == ["fp8_quant.png", "rmsnorm.png"]
     header = (tmp_path / "rmsnorm.png").read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")) == (800, 500)
+    width, height = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+    assert (width, height) == (800, 500)
 
 
 def test_from_json_writes_and_prints_the_tables_last(tmp_path, capsys):

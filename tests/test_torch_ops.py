@@ -29,6 +29,10 @@ def fake():
         yield mode
 
 
+#: A row longer than the row kernels take (RMSNorm's and Fp8Quant's MAX_HIDDEN, 2**20).
+TOO_LONG = 2**20 + 8
+
+
 def cuda(*shape, dtype=torch.bfloat16):
     """An uninitialized "cuda" tensor (fake inside the ``fake`` fixture)."""
     return torch.empty(shape, dtype=dtype, device="cuda")
@@ -179,15 +183,16 @@ def test_fake_refuses_bad_input(fake, case):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: sd.rms_norm(cuda(4, 4100), cuda(4100), 1e-6),
-     r"specdsl\.torch\.rms_norm: x of shape \(4, 4100\): RMSNorm\.hidden = 4100 is invalid"),
+    (lambda: sd.rms_norm(cuda(4, TOO_LONG), cuda(TOO_LONG), 1e-6),
+     rf"specdsl\.torch\.rms_norm: x of shape \(4, {TOO_LONG}\): RMSNorm\.hidden = {TOO_LONG} "
+     r"is invalid"),
     (lambda: sd.rms_norm(cuda(4, 4096), cuda(4096), 0.0),
      r"rms_norm: x of shape \(4, 4096\): RMSNorm\.eps = 0\.0 is invalid"),
-    (lambda: sd.softmax(cuda(2, 50257)), r"softmax: x of shape \(2, 50257\): Softmax\.cols"),
+    (lambda: sd.softmax(cuda(2, 262145)), r"softmax: x of shape \(2, 262145\): Softmax\.cols"),
     (lambda: sd.rotary_embedding(cuda(3, dtype=torch.int64), cuda(3, 2, 64), cuda(3, 64), 64,
                                  style="llama"), r"rotary_embedding: q of shape .*RoPE\.style"),
     (lambda: sd.silu_and_mul(cuda(3, 2 * 4100)), r"silu_and_mul: x of shape .*SiluMul\.d"),
-    (lambda: sd.scaled_fp8_quant(cuda(3, 4100)),
+    (lambda: sd.scaled_fp8_quant(cuda(3, TOO_LONG)),
      r"scaled_fp8_quant: x of shape .*Fp8Quant\.hidden"),
 ])
 def test_fake_refuses_what_the_kernel_refuses(fake, call, message):
@@ -322,5 +327,6 @@ def test_compile_refuses_bad_shapes_at_trace_time():
     torch._dynamo.reset()
     compiled = torch.compile(lambda x, w: sd.rms_norm(x, w, 1e-6), fullgraph=True,
                              backend="aot_eager")
-    with pytest.raises(Exception, match=r"RMSNorm\.hidden = 4100 is invalid"):
-        compiled(torch.randn(4, 4100, dtype=torch.bfloat16), torch.ones(4100, dtype=torch.bfloat16))
+    with pytest.raises(Exception, match=rf"RMSNorm\.hidden = {TOO_LONG} is invalid"):
+        compiled(torch.randn(4, TOO_LONG, dtype=torch.bfloat16),
+                 torch.ones(TOO_LONG, dtype=torch.bfloat16))

@@ -1,11 +1,12 @@
 """``scaled_fp8_quant``: :class:`~specdsl.kernels.Fp8Quant` as two torch ops (dynamic
 per-token scales, one static scale), as vLLM splits it."""
 
-from typing import Optional
+
+from typing import Any
 
 import torch
 
-from .. import LaunchError
+from ..errors import LaunchError
 from . import _runtime, _validate, specs
 
 __all__ = ["scaled_fp8_quant", "FP8_DTYPE"]
@@ -16,7 +17,7 @@ _OP_NAME = "specdsl.torch.scaled_fp8_quant"
 FP8_DTYPE = torch.float8_e4m3fn
 
 
-def _check(x: torch.Tensor, scale: Optional[torch.Tensor] = None) -> None:
+def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
     _validate.float_tensor(_OP_NAME, "x", x)
     if scale is not None:
         _validate.tensor(_OP_NAME, "scale", scale)
@@ -27,7 +28,7 @@ def _check(x: torch.Tensor, scale: Optional[torch.Tensor] = None) -> None:
         _validate.same_device(_OP_NAME, x=x, scale=scale)
 
 
-def _request(x: torch.Tensor, static: bool):
+def _request(x: torch.Tensor, static: bool) -> Any:
     return _validate.request(_OP_NAME, "x", x, specs.scaled_fp8_quant,
                              x.shape[-1], x.dtype, static)
 
@@ -40,7 +41,7 @@ def _scales(x: torch.Tensor) -> torch.Tensor:
     return torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
 
 
-def _quantize(x: torch.Tensor, scale: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The real implementation of both ops: ``(q, scale)``, with new per-token scales when
     ``scale`` is None."""
     static = scale is not None
@@ -56,7 +57,7 @@ def _quantize(x: torch.Tensor, scale: Optional[torch.Tensor]) -> tuple[torch.Ten
     return q, scale
 
 
-def _fake_check(x: torch.Tensor, scale: Optional[torch.Tensor]) -> None:
+def _fake_check(x: torch.Tensor, scale: torch.Tensor | None) -> None:
     _check(x, scale)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _request(x, scale is not None)
@@ -68,7 +69,7 @@ def _dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_dynamic.register_fake
-def _dynamic_fake(x):
+def _dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _fake_check(x, None)
     return _codes(x), _scales(x)
 
@@ -79,7 +80,7 @@ def _static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 @_static.register_fake
-def _static_fake(x, scale):
+def _static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     _fake_check(x, scale)
     return _codes(x)
 
@@ -88,7 +89,7 @@ _DYNAMIC_OP = torch.ops.specdsl.dynamic_per_token_scaled_fp8_quant.default
 _STATIC_OP = torch.ops.specdsl.static_scaled_fp8_quant.default
 
 
-def scaled_fp8_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None
+def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize ``x`` to FP8 E4M3 codes with f32 scales: ``x ~ q.float() * scale``.
 
@@ -126,5 +127,6 @@ def scaled_fp8_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None
         SpecError: a row length the kernel does not take.
     """
     if scale is None:
-        return _DYNAMIC_OP(x)
+        codes, scales = _DYNAMIC_OP(x)
+        return codes, scales
     return _STATIC_OP(x, scale), scale

@@ -22,10 +22,12 @@ Raises (every function):
 from __future__ import annotations
 
 import functools
+from typing import Literal, cast
 
 import torch
 
-from .. import DType, SpecError
+from .._spec.dtype import DType
+from ..errors import SpecError
 from ..kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
 from ..kernels.softmax import suggested_split
 
@@ -89,7 +91,8 @@ def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: 
                      rotary_dim: int | None, theta: float, style: str) -> RoPE:
     """The :class:`~specdsl.kernels.RoPE` rotating ``q_heads`` and ``kv_heads`` heads in place."""
     return RoPE(dtype=dtype_of(dtype), q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
-                rotary_dim=rotary_dim, theta=theta, style=style)
+                rotary_dim=rotary_dim, theta=theta,
+                style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
 @functools.lru_cache(maxsize=_KEPT)
