@@ -283,3 +283,61 @@ def test_a_stale_build_is_not_used(monkeypatch):
             assert speedups() is None
     finally:
         module.built.cache_clear()
+
+
+def _declared_packer() -> ArgumentPacker:
+    """RMSNorm's kernel (bf16, hidden 64) with its array declarations."""
+    from specdsl import render
+    from specdsl._runtime.arraychecks import plan_arrays
+    from specdsl.kernels import RMSNorm
+
+    spec = RMSNorm(hidden=64, dtype="bf16")
+    signature = parse_entry(render(spec), "rmsnorm")
+    return ArgumentPacker(signature, device_id=0, arrays=plan_arrays(spec, signature))
+
+
+ELEMENTS = st.sampled_from(["bfloat16", "float32", "uint16", "int16", "float16"])
+ARRAYS = st.one_of(
+    st.builds(lambda e, n, a: StandInTensor(a, dtype=_dtype(e), numel=n), ELEMENTS,
+              st.integers(0, 70 * 64), st.sampled_from([0x7F0000000000, 0x7F0000000008])),
+    st.builds(lambda n: StandInBuffer(0x7F0000010000, size=n), st.integers(0, 2 * 70 * 64)),
+    st.sampled_from([0x7F0000020000, np.uint64(0x7F0000020000)]),
+)
+
+
+def _dtype(name: str):
+    from standins import DType
+
+    found = _DTYPES.get(name)
+    if found is None:
+        found = _DTYPES[name] = DType(name)
+    return found
+
+
+_DTYPES: dict = {}
+
+
+@needs_extension
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ARRAYS, ARRAYS, ARRAYS, st.one_of(st.integers(-1, 70), st.sampled_from([2**32, 1.0])))
+def test_compiled_array_checks_match_the_python_ones(stand_in_arrays, x, weight, y, rows):
+    """Declared arrays of every element type and size (tensors, Buffers, pointer ints) with
+    any row count: the compiled DriverLaunch accepts, packs and refuses exactly as the
+    generated Python launchers, with the same messages."""
+    assert _same(_outcomes((x, weight, y, rows), _declared_packer()))
+
+
+@needs_extension
+def test_compiled_array_checks_refuse_what_python_refuses(stand_in_arrays):
+    """The issue's kinds on both paths: a float32 x for bf16, and a y of 4 rows for 64."""
+    packer = _declared_packer()
+    x = StandInTensor(0x7F0000000000, dtype=_dtype("bfloat16"), numel=64 * 64)
+    wrong = StandInTensor(0x7F0000000000, dtype=_dtype("float32"), numel=64 * 64)
+    short = StandInTensor(0x7F0000004000, dtype=_dtype("bfloat16"), numel=4 * 64)
+    weight = StandInTensor(0x7F0000008000, dtype=_dtype("bfloat16"), numel=64)
+    for args, message in (((wrong, weight, x, 64), "expects bf16 elements"),
+                          ((x, weight, short, 64), "expects at least 4096 elements")):
+        outcomes = _outcomes(args, packer)
+        assert _same(outcomes) and outcomes[0][0] == "refused" and message in outcomes[0][1]
+    assert _outcomes((x, weight, short, 4), packer)[0][0] == "packed"

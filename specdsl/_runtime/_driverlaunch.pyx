@@ -121,8 +121,13 @@ cdef class DriverLaunch:
         cdef Py_ssize_t a = self.checks[i].array
         cdef int overflow
         kind = type(value)
-        if self.tensor_type is None or self.cupy_type is None:
-            self.find_array_types()
+        if kind is not self.buffer_type and kind is not self.tensor_type and \
+                kind is not self.cupy_type:
+            if self.tensor_type is not None and self.cupy_type is not None:
+                return False
+            self.find_array_types()  # torch or CuPy imported since: look again
+            if kind is not self.tensor_type and kind is not self.cupy_type:
+                return False
         try:
             if kind is self.buffer_type:
                 if value.device_id != self.device_id:
