@@ -588,3 +588,14 @@ def test_compiled_path_reads_the_named_tuples_fields_where_they_are():
         pytest.skip("the compiled launch path is not built")
     types_ = {t.__name__: t for t in (LastLaunch, Streams, LastGeometry, LaunchGeometry)}
     assert {key: types_[key[0]]._fields.index(key[1]) for key in built.FIELDS} == built.FIELDS
+
+
+def test_a_driver_without_a_c_entry_point_launches_through_python(launch_path):
+    """A driver whose launch_kernel_address is 0 gets the generated Python launchers on
+    either path; their successful cuLaunchKernel (CUDA_SUCCESS) is no failure."""
+    driver = FakeDriver(core=False, c_entry=False)
+    ex = Executor(0, cache_dir="off", driver=driver)
+    for _ in range(2):
+        ex.launch(VectorAdd(), *ARGS, grid=4, block=256)
+    assert ex.ensure_module(VectorAdd()).fire.__name__ == "fire"  # generated Python
+    assert driver.launches == [((4, 1, 1), (256, 1, 1), ARGS)] * 2

@@ -153,7 +153,7 @@ cdef class LaunchPath:
             if streams is None:
                 streams = Streams(handle, self.launcher.streams(stream)[1])
             err = fire(args, streams, geometry)
-        if err is not None and err is not False:
+        if err:  # None, CUDA_SUCCESS (0) on the Python driver path, or the error
             if streams is None:
                 streams = self.launcher.streams(stream)
             self.launcher.failed(err, module, geometry, streams, args, spec)
