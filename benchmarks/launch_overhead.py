@@ -18,8 +18,10 @@ turns for ``--repeats`` rounds and the median round is reported, with the spread
 of this benchmark (``--sustained`` launches until a device synchronize, per launch): it
 reads the GPU's rate, not the host's, once the queue fills, and is kept for comparison.
 
-Rows:
-  raw cuLaunchKernel          cuda.bindings driver call with pre-packed parameters (floor)
+Rows (every one also as a ratio to the driver floor):
+  driver floor                ``cuLaunchKernel`` called in a C loop (benchmarks/driver_floor.c,
+                              built here with gcc): the driver's own cost
+  raw cuLaunchKernel          cuda.bindings driver call from Python, pre-packed parameters
   cuda.core launch            ``cuda.core.launch(stream, config, kernel, *buffers, n)``
   Executor.launch (off)       spec reused, key checking off, cuda.core Buffers
   Executor.launch (on)        spec reused, key checking on
@@ -27,15 +29,20 @@ Rows:
   Executor.launch (hand key)  spec with a hand-written key(), checking on (ledger hit)
   Executor.launch (new spec)  ``VectorAdd(...)`` built on every call, checking on
   Executor.bind launcher      ``executor.bind(spec, grid=, block=)`` once, then ``bound(*args)``
-  Executor.launch (torch)     torch tensors instead of Buffers, checking on
+  ... torch args              the same with torch tensors (issue 16's goals: bind <= 0.85x,
+                              launch <= 1.0x cuda.core launch)
+  ... TORCH_CURRENT_STREAM    launch on torch's current stream read as a handle (goal <= 1.05x)
   ... current_stream()        the same, with ``stream=torch.cuda.current_stream()`` (a new
                               stream object per call, as an application writes it)
+  specdsl.torch.rms_norm      the functional op (one row of 4096 bf16), against
+  F.rms_norm                  ``torch.nn.functional.rms_norm`` on the same tensors (issue 14)
   CuPy RawKernel              ``RawModule(path=cubin).get_function(...)(grid, block, args)``
   torch eager                 ``torch.add(a, b, out=c)``
   Triton                      a ``@triton.jit`` add kernel, BLOCK = 1024
-Where the time goes (host submission only, no GPU work for the first two):
+Where the time goes (host submission only, no GPU work for the first three):
   Python no-op call           ``f()`` of an empty function: the loop's own cost
-  Executor checks, no launch  the generated check function with a no-op in place of launch
+  compiled checks + packing   the module's compiled launcher packing into bytes, no launch
+  Python checks, no launch    the generated check function with a no-op in place of launch
   Executor driver path        the generated launcher of kernels with ``.b8`` aggregate
                               parameters: checks, ``struct`` packing, ``cuLaunchKernel``
 """
@@ -47,6 +54,7 @@ import ctypes
 import os
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -87,7 +95,7 @@ def main() -> int:
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, launch
 
-    from specdsl import DType, Executor, key_checking
+    from specdsl import TORCH_CURRENT_STREAM, DType, Executor, key_checking
     from specdsl._runtime.launchers import core_launcher, driver_launcher
     from specdsl.kernels import VectorAdd
     from specdsl.speedups import PURE_PYTHON_ENV, compiled
@@ -118,6 +126,9 @@ def main() -> int:
 
     def raw():
         cu_launch(function, grid[0], 1, 1, 256, 1, 1, 0, handle, params_address, 0)
+
+    floor = _driver_floor(executor.driver.launch_kernel_address, function, grid[0], handle,
+                          params_address, args.batch)
 
     def core():
         launch(stream, config, kernel, a, b, out, n64)
@@ -159,6 +170,7 @@ def main() -> int:
         pure_bound(a, b, out, N)
 
     methods: dict[str, tuple] = {
+        **({FLOOR: (floor, None)} if floor is not None else {}),
         "raw cuLaunchKernel (pre-packed)": (raw, None),
         "cuda.core launch": (core, None),
         "Executor.launch, checking off": (specdsl_reused, False),
@@ -190,9 +202,21 @@ def main() -> int:
             ex_launch(spec, ta, tb, tc, N, grid=grid, block=block,
                       stream=torch.cuda.current_stream())
 
+        def specdsl_torch_current():
+            ex_launch(spec, ta, tb, tc, N, grid=grid, block=block, stream=TORCH_CURRENT_STREAM)
+
+        bound_torch = executor.bind(spec, grid=grid, block=block)
+
+        def specdsl_bound_torch():
+            bound_torch(ta, tb, tc, N)
+
+        methods["Executor.bind launcher, torch args"] = (specdsl_bound_torch, True)
         methods["Executor.launch, torch args"] = (specdsl_torch, True)
+        methods["Executor.launch, torch args, TORCH_CURRENT_STREAM"] = (specdsl_torch_current,
+                                                                        True)
         methods["Executor.launch, torch args, current_stream()"] = (specdsl_torch_stream, True)
         methods["torch eager add"] = (torch_add, None)
+        methods.update(_norm_rows(torch))
     except Exception as exc:  # report, do not hide
         notes.append(f"torch unavailable: {exc}")
     try:
@@ -244,23 +268,34 @@ def main() -> int:
     def specdsl_driver_path():
         driver_fire((a, b, out, N), streams, geometry)
 
-    diagnostics = {
-        "Python no-op call": (nothing, None),
-        "Executor checks, no launch": (specdsl_checks, True),
+    diagnostics = {"Python no-op call": (nothing, None)}
+    if compiled():
+        pack = module.fire.pack
+        packed_args = (a, b, out, N)
+
+        def compiled_checks():
+            pack(packed_args)
+
+        diagnostics["compiled checks + packing, no launch"] = (compiled_checks, True)
+    diagnostics.update({
+        "Python checks, no launch": (specdsl_checks, True),
         "Executor driver path (checks, packing, cuLaunchKernel)": (specdsl_driver_path, True),
-    }
+    })
     methods.update(diagnostics)
 
     def timed(fn, count, drain):
-        """Seconds for ``count`` calls from an empty queue; with ``drain``, until the GPU
-        has run them all too (the sustained rate), else host submission alone."""
+        """Seconds for ``count`` launches from an empty queue; with ``drain``, until the GPU
+        has run them all too (the sustained rate), else host submission alone. The driver
+        floor makes ``args.batch`` launches a call."""
+        calls = max(1, count // args.batch) if fn is floor else count
         device.sync()  # the queue starts empty: a short batch never waits for the GPU
         start = time.perf_counter()
-        for _ in range(count):
+        for _ in range(calls):
             fn()
         if drain:
             device.sync()
-        return time.perf_counter() - start
+        return (time.perf_counter() - start) * count / (calls * (args.batch if fn is floor
+                                                                 else 1))
 
     def measure(fn, checking, sample):
         with key_checking(True if checking is None else checking):
@@ -301,6 +336,7 @@ def main() -> int:
     exact = bool(np.array_equal(view, a_host + b_host))
 
     core_us = statistics.median(submit["cuda.core launch"])
+    floor_us = statistics.median(submit[FLOOR]) if FLOOR in submit else float("nan")
 
     def cell(values: list[float]) -> str:
         if not values:
@@ -317,13 +353,14 @@ def main() -> int:
         f"(spread = max - min over rounds). sustained us: {args.sustained} launches until a "
         "device sync, per launch (the GPU's rate once the queue fills).",
         "",
-        "| method | host us | spread | vs cuda.core launch | sustained us | spread |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| method | host us | spread | vs cuda.core launch | vs driver floor | sustained us "
+        "| spread |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in methods:
         median = statistics.median(submit[name])
         lines.append(f"| {name} | {cell(submit[name])} | {median / core_us:.2f}x | "
-                     f"{cell(rate[name])} |")
+                     f"{median / floor_us:.2f}x | {cell(rate[name])} |")
     lines += ["", f"Executor.launch result equals NumPy's float32 a + b: {exact}"]
     lines += [f"note: {n}" for n in notes]
     text = "\n".join(lines)
@@ -331,6 +368,56 @@ def main() -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "launch_overhead.md").write_text(text + "\n")
     return 0 if exact else 1
+
+
+FLOOR = "driver floor: cuLaunchKernel in a C loop"
+
+
+def _driver_floor(launch_kernel: int, function: int, grid_x: int, stream: int,
+                  params: int, batch: int):
+    """A function making ``batch`` launches from C (benchmarks/driver_floor.c, compiled here
+    with gcc), or ``None`` where gcc or the driver's address is missing (then no floor row)."""
+    if not launch_kernel:
+        return None
+    library = Path(tempfile.mkdtemp()) / "driver_floor.so"
+    try:
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(library),
+                        str(ROOT / "benchmarks" / "driver_floor.c")], check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"note: no driver floor row ({exc})", file=sys.stderr)
+        return None
+    loop = ctypes.CDLL(str(library)).launch_loop
+    loop.restype = ctypes.c_int
+    loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint,
+                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    call = (launch_kernel, function, grid_x, 256, stream, params, batch)
+
+    def floor():
+        err = loop(*call)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed in the C loop: CUresult {err}")
+    return floor
+
+
+def _norm_rows(torch):
+    """The functional-op rows: specdsl.torch.rms_norm against torch.nn.functional.rms_norm
+    on one row of 4096 bf16 (issue 14: an op call costs no more host time than torch's)."""
+    import specdsl.torch as ops
+
+    x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    weight = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+    functional = torch.nn.functional.rms_norm
+
+    def specdsl_rms_norm():
+        ops.rms_norm(x, weight, 1e-6)
+
+    def torch_rms_norm():
+        functional(x, (4096,), weight, 1e-6)
+
+    torch.testing.assert_close(ops.rms_norm(x, weight, 1e-6),
+                               functional(x, (4096,), weight, 1e-6), atol=2e-2, rtol=2e-2)
+    return {"specdsl.torch.rms_norm (1 x 4096 bf16)": (specdsl_rms_norm, True),
+            "torch.nn.functional.rms_norm (same)": (torch_rms_norm, None)}
 
 
 if __name__ == "__main__":

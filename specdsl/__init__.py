@@ -22,6 +22,7 @@ from ._render.keys import derived_key, hand_key, key_inputs
 from ._render.render import render
 from ._runtime.compile import CompileOptions
 from ._runtime.executor import Executor
+from ._runtime.streams import TORCH_CURRENT_STREAM
 from ._spec.decorator import baked_values, kernel_spec, launch_values
 from ._spec.dtype import DType
 from ._spec.fields import baked, launch
@@ -52,7 +53,7 @@ __all__ = [
     "kernel_spec", "baked", "launch", "DType", "Target", "baked_values", "launch_values",
     "render", "derived_key", "hand_key", "key_inputs",
     "key_checking", "suspend_key_proof", "checking_enabled", "proof_suspended", "KeyLedger",
-    "Executor", "CompileOptions",
+    "Executor", "CompileOptions", "TORCH_CURRENT_STREAM",
     "SpecdslError", "SpecError", "SpecArgumentError", "SpecDefinitionError", "NotASpecError",
     "TargetError", "RenderError", "UnsupportedTargetError", "TemplatesMissingError",
     "CompileError", "PTXSignatureError", "LaunchError", "IncompleteKeyError",

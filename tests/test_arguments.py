@@ -7,6 +7,7 @@ import struct
 import numpy as np
 import pytest
 
+from fakedriver import FakeDriver, compiled_launcher
 from specdsl import LaunchError, render
 from specdsl._runtime import readers
 from specdsl._runtime.geometry import DeviceLimits, check_geometry
@@ -21,6 +22,21 @@ def _packer(params: str, device_id: int | None = 0) -> ArgumentPacker:
     ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
            f".visible .entry k({params})\n{{ ret; }}\n")
     return ArgumentPacker(parse_entry(ptx, "k"), device_id=device_id)
+
+
+def _fire(packer: ArgumentPacker, launch_path: str):
+    """``(fire(args, streams, geometry), launches())`` of ``packer``'s kernel on one launch
+    path: the compiled DriverLaunch (through a stand-in driver's C entry point) or the
+    generated Python launcher through cuda.core's launch (a recorder). ``launches()`` gives
+    each launch's values as unsigned ints (the low 8 bytes of each parameter)."""
+    if launch_path == "compiled":
+        driver = FakeDriver()
+        return compiled_launcher(packer, driver), lambda: [
+            tuple(int.from_bytes(v[:8], "little") for v in call[9])
+            for call in driver.driver_calls]
+    seen: list = []
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
+    return fire, lambda: [tuple(v % 2**64 for v in values) for values in seen]
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +81,9 @@ def test_pointer_without_align_must_be_four_byte_aligned(launch_path):
     an address 2 bytes past a boundary is refused, one 4 bytes past is taken, on both the
     compiled and the plain-Python launch path."""
     packer = _packer(".param .u64 .ptr .global p")
-    seen = []
-    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
+    fire, launches = _fire(packer, launch_path)
     assert fire((0x1004,), (0, None), (1, 1, 1, 32, 1, 1, 0, None)) is None
-    assert seen == [(0x1004,)]
+    assert launches() == [(0x1004,)]
     with pytest.raises(LaunchError, match=r"aligned to 4 bytes \(a \.ptr without \.align: PTX "
                                           r"ISA 5\.1\.6\.3\); 0x1002 is 2 bytes past"):
         fire((0x1002,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
@@ -384,8 +399,7 @@ def _bytes_cuda_core_packs(values, packer):
 
 @pytest.mark.parametrize("numpy_values", [False, True])
 @pytest.mark.parametrize("args", CORE_ARGS)
-def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_values,
-                                                                  launch_path):
+def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_values):
     """What cuda.core packs for the values core_launcher (launch) and bound_core_launcher
     (bind) hand it holds, in each parameter's first bytes, exactly what the driver path
     packs (pack()): ints narrower than 64 bits as their low bytes, 64-bit values at or
@@ -403,8 +417,9 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
     failures = []
     fired = core_launcher(packer, recorder("launch"), "k")(
         args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
-    bound_core_launcher(packer, recorder("bind"), "k", Streams(0, "stream"), "config",
-                               lambda exc, given: failures.append(exc))(*args)
+    bound_core_launcher(packer, recorder("bind"), "k", Streams(0, "stream"),
+                        (1, 1, 1, 32, 1, 1, 0, "config"),
+                        lambda exc, given: failures.append(exc))(*args)
     assert fired is None and failures == []  # cuda.core's stand-in took every value
     assert [(who, stream, config, kernel) for who, stream, config, kernel, _ in seen] == [
         ("launch", "stream", "config", "k"), ("bind", "stream", "config", "k")]
@@ -419,8 +434,9 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
 class _StandInBuffer:
     """Stands in for cuda.core's Buffer (the generated checks test its exact type)."""
 
-    def __init__(self, handle, device_id=0):
+    def __init__(self, handle, device_id=0, size=1024):
         self.handle, self.device_id, self.is_device_accessible = handle, device_id, True
+        self.size = size
 
 
 def test_core_launcher_reads_buffers_inline(monkeypatch, launch_path):
@@ -428,14 +444,12 @@ def test_core_launcher_reads_buffers_inline(monkeypatch, launch_path):
     import cuda.core
 
     monkeypatch.setattr(cuda.core, "Buffer", _StandInBuffer)
-    monkeypatch.setitem(readers.READERS,
-                        _StandInBuffer, lambda value, stream: (value.handle, value.device_id, ""))
+    monkeypatch.setitem(readers.READERS, _StandInBuffer, readers.read_buffer)
     packer = _packer(".param .u64 .ptr .global .align 16 p")
-    seen = []
-    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
+    fire, launches = _fire(packer, launch_path)
     fire((_StandInBuffer(0x7F0000000100),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     fire((_StandInBuffer(2**63 + 256),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
-    assert seen == [(0x7F0000000100,), (2**63 + 256 - 2**64,)]
+    assert launches() == [(0x7F0000000100,), (2**63 + 256,)]
     with pytest.raises(LaunchError, match=r"aligned to 16"):
         fire((_StandInBuffer(0x7F0000000101),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     with pytest.raises(LaunchError, match=r"memory on device 0, not device 1"):
@@ -477,11 +491,10 @@ def test_closed_stream_refused():
 
 def test_core_launcher_checks_before_launching(launch_path):
     """A bad argument is refused before cuda.core is called, as on the driver path."""
-    calls = []
-    fire = core_launcher(_packer(".param .u32 n"), lambda *a: calls.append(a), "k")
+    fire, launches = _fire(_packer(".param .u32 n"), launch_path)
     with pytest.raises(LaunchError, match=r"k: parameter 'n' \(\.u32 n\) expects an int in"):
         fire((-1,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
-    assert calls == [] and not _packer(".param .b8 blob[16]").through_core
+    assert launches() == [] and not _packer(".param .b8 blob[16]").through_core
 
 
 def test_a_reader_that_raises_is_a_launch_error():
@@ -580,11 +593,10 @@ def test_an_array_interface_on_the_class_is_checked(stand_in_view, launch_path):
             return self.interface
 
     packer = _packer(".param .u64 .ptr .global .align 16 p")
-    seen = []
-    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
+    fire, launches = _fire(packer, launch_path)
     geometry = (1, 1, 1, 32, 1, 1, 0, None)
     assert fire((Array(0x7F0000000100),), (0, None), geometry) is None
-    assert seen == [(0x7F0000000100,)]
+    assert launches() == [(0x7F0000000100,)]
     with pytest.raises(LaunchError, match=r"0x7f0000000104 is 4 bytes past a boundary"):
         fire((Array(0x7F0000000104),), (0, None), geometry)
     with pytest.raises(LaunchError, match=r"the array is not C-contiguous"):
@@ -596,8 +608,8 @@ def test_generated_launcher_lines_show_in_tracebacks():
     under a file name unique to that source."""
     import traceback
 
-    fire = core_launcher(_packer(".param .u32 n"), lambda *a: None, "k", compiled=False)
-    other = core_launcher(_packer(".param .u64 n"), lambda *a: None, "k", compiled=False)
+    fire = core_launcher(_packer(".param .u32 n"), lambda *a: None, "k")
+    other = core_launcher(_packer(".param .u64 n"), lambda *a: None, "k")
     with pytest.raises(LaunchError) as info:
         fire(("four",), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     (frame,) = [f for f in traceback.extract_tb(info.value.__traceback__)

@@ -84,9 +84,9 @@ def test_big_endian_numpy_dtype_refused():
 
 
 def test_numpy_types_without_a_dtype_refused():
-    """int64 and bool have no DType: refused with the list of valid names."""
+    """bool and complex64 have no DType: refused with the list of valid names."""
     np = pytest.importorskip("numpy")
-    for kind in (np.int64, np.bool_, np.dtype("complex64")):
+    for kind in (np.bool_, np.dtype("complex64")):
         with pytest.raises(SpecError, match=r"expected a dtype name"):
             DType.parse(kind)
 
@@ -135,3 +135,11 @@ def test_dtype_imports_neither_torch_nor_numpy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_64_bit_integers():
+    """int64 and uint64 (RoPE's positions) parse from their names, PTX names and NumPy types."""
+    np = pytest.importorskip("numpy")
+    assert DType.parse("int64") is DType.parse("s64") is DType.parse(np.int64) is DType.I64
+    assert DType.parse("uint64") is DType.parse(np.dtype("uint64")) is DType.U64
+    assert (DType.I64.ptx, DType.I64.size, DType.U64.ptx) == ("s64", 8, "u64")

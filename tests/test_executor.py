@@ -297,8 +297,6 @@ ARGS = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
 
 def test_bound_launcher_makes_the_same_driver_call(fake_driver):
     """bind(...)(*args) and launch(...) pass the driver identical arguments and parameters."""
-    import ctypes
-
     ex, driver = fake_driver
     spec = VectorAdd()
     ex.launch(spec, *ARGS, grid=(4, 1, 1), block=256)
@@ -307,9 +305,7 @@ def test_bound_launcher_makes_the_same_driver_call(fake_driver):
     (first, second) = driver.driver_calls
     assert first[:9] == second[:9] == (FUNCTION, 4, 1, 1, 256, 1, 1, 0, DEFAULT_STREAM)
     for call in driver.driver_calls:  # the kernelParams array points at the packed values
-        pointers = (ctypes.c_void_p * 4).from_address(call[9])
-        values = [ctypes.c_uint64.from_address(p).value for p in pointers]
-        assert values == list(ARGS)
+        assert call[9] == tuple(value.to_bytes(8, "little") for value in ARGS)
 
 
 def test_bound_launcher_checks_arguments(fake_driver):
@@ -429,15 +425,17 @@ def test_stream_without_a_handle_refused():
 
 
 def test_cuda_core_launch_failure_is_a_launch_error(launch_path):
-    """A launch cuda.core refuses becomes a LaunchError naming the entry and geometry;
+    """A launch cuda.core refuses (a driver without a C entry point launches through it on
+    either path) becomes a LaunchError naming the entry, the geometry and the request;
     an argument's own error stays the LaunchError the checks raise."""
     refused = RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested")
-    ex = Executor(0, cache_dir="off", driver=FakeDriver(core_error=refused))
+    ex = Executor(0, cache_dir="off", driver=FakeDriver(core_error=refused, c_entry=False))
     spec = VectorAdd()
     with pytest.raises(LaunchError, match=r"vector_add: cuda.core launch failed: "
                                           r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*"
                                           r"\(grid \(4, 1, 1\), block \(256, 1, 1\), "
-                                          r"shared_mem 0\)"):
+                                          r"shared_mem 0; request VectorAdd\(dtype=DType.F32, "
+                                          r"block=256\)\)"):
         ex.launch(spec, *ARGS, grid=4, block=256)
     with pytest.raises(LaunchError, match=r"parameter 'a' .* expects an address aligned to 16"):
         ex.launch(spec, 0x7F0000000001, *ARGS[1:], grid=4, block=256)
@@ -446,12 +444,14 @@ def test_cuda_core_launch_failure_is_a_launch_error(launch_path):
 
 
 def test_driver_launch_failure_is_a_launch_error(launch_path):
-    """An error cuLaunchKernel returns becomes a LaunchError naming it, the entry and the
-    geometry, from launch and from a bound launcher."""
+    """An error cuLaunchKernel returns (from Python, or from C on the compiled path)
+    becomes a LaunchError naming its CUDA name, the entry, the geometry and the request,
+    from launch and from a bound launcher."""
     error = CUresult(701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
     ex = Executor(0, cache_dir="off", driver=FakeDriver(core=False, driver_error=error))
     message = (r"vector_add: cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES "
-               r"\(grid \(4, 1, 1\), block \(256, 1, 1\), shared_mem 0\)")
+               r"\(grid \(4, 1, 1\), block \(256, 1, 1\), shared_mem 0; request "
+               r"VectorAdd\(dtype=DType.F32, block=256\)\)")
     with pytest.raises(LaunchError, match=message):
         ex.launch(VectorAdd(), *ARGS, grid=4, block=256)
     with pytest.raises(LaunchError, match=message):
@@ -462,22 +462,20 @@ def test_launch_hot_path_follows_geometry_and_counts_hits(fake_core, launch_path
     """Repeated launches take the cached module and geometry; a new grid, block or spec is
     checked afresh; each launch after the first counts as one cache hit."""
     ex, driver = fake_core
-    calls = driver.core_calls
     assert ex.compiled == (launch_path == "compiled")
     spec, grid = VectorAdd(), (4, 1, 1)
     for _ in range(3):
         ex.launch(spec, *ARGS, grid=grid, block=256)
     ex.launch(spec, *ARGS, grid=8, block=(128,))
     ex.launch(VectorAdd(block=128), *ARGS, grid=8, block=128)  # equal baked fields: one module
-    assert [call[1] for call in calls] == [("config", (4, 1, 1), (256, 1, 1))] * 3 + [
-        ("config", (8, 1, 1), (128, 1, 1))] * 2
-    assert all(call[3:] == ARGS and call[:1] == ("stream",) for call in calls)
+    assert driver.launches == [((4, 1, 1), (256, 1, 1), ARGS)] * 3 + [
+        ((8, 1, 1), (128, 1, 1), ARGS)] * 2
     assert ex.stats.hits == 4 and ex.stats.misses == 1
     with pytest.raises(LaunchError, match=r"vector_add: block.x must be at least 1 \(got 0\)"):
         ex.launch(spec, *ARGS, grid=grid, block=0)
     with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
         ex.launch(spec, *ARGS[:3], grid=grid, block=256)
-    assert len(calls) == 5
+    assert len(driver.launches) == 5
 
 
 def test_launch_hot_path_proves_hand_keys(fake_core):
@@ -488,7 +486,7 @@ def test_launch_hot_path_proves_hand_keys(fake_core):
         ex.launch(HandKeyedAdd(), *ARGS, grid=4, block=256)
     with pytest.raises(IncompleteKeyError, match=r"dtype"):
         ex.launch(HandKeyedAdd(dtype=DType.F16), *ARGS, grid=4, block=256)
-    assert len(driver.core_calls) == 2
+    assert len(driver.launches) == 2
 
 
 def test_a_subclass_overrides_launch(launch_path):
@@ -534,8 +532,8 @@ def test_the_launch_path_is_chosen_once_per_executor(fake_core, launch_path, mon
     monkeypatch.setenv(PURE_PYTHON_ENV, "yes")
     ex.launch(VectorAdd(dtype=DType.F16), *ARGS, grid=4, block=256)
     module = ex.ensure_module(VectorAdd(dtype=DType.F16))
-    assert (type(module.fire).__name__ == "CoreLaunch") == (launch_path == "compiled")
-    assert ex.compiled == (launch_path == "compiled") and len(driver.core_calls) == 1
+    assert (type(module.fire).__name__ == "DriverLaunch") == (launch_path == "compiled")
+    assert ex.compiled == (launch_path == "compiled") and len(driver.launches) == 1
 
 
 def test_no_geometry_is_checked_as_such_on_a_fresh_module(fake_core):
@@ -544,7 +542,7 @@ def test_no_geometry_is_checked_as_such_on_a_fresh_module(fake_core):
     ex, driver = fake_core
     with pytest.raises(LaunchError, match=r"grid must be"):
         ex.launch(VectorAdd(), 1, 2, grid=None, block=None, shared_mem=None)
-    assert driver.core_calls == []
+    assert driver.launches == []
 
 
 def test_a_first_launch_of_none_is_not_a_spec(fake_core):
@@ -555,7 +553,7 @@ def test_a_first_launch_of_none_is_not_a_spec(fake_core):
     ex, driver = fake_core
     with key_checking(False), pytest.raises(NotASpecError):
         ex.launch(None, grid=1, block=32)
-    assert driver.core_calls == []
+    assert driver.launches == []
 
 
 def test_launch_is_a_documented_method_bound_to_the_held_launch_path(fake_core, launch_path):
@@ -590,3 +588,14 @@ def test_compiled_path_reads_the_named_tuples_fields_where_they_are():
         pytest.skip("the compiled launch path is not built")
     types_ = {t.__name__: t for t in (LastLaunch, Streams, LastGeometry, LaunchGeometry)}
     assert {key: types_[key[0]]._fields.index(key[1]) for key in built.FIELDS} == built.FIELDS
+
+
+def test_a_driver_without_a_c_entry_point_launches_through_python(launch_path):
+    """A driver whose launch_kernel_address is 0 gets the generated Python launchers on
+    either path; their successful cuLaunchKernel (CUDA_SUCCESS) is no failure."""
+    driver = FakeDriver(core=False, c_entry=False)
+    ex = Executor(0, cache_dir="off", driver=driver)
+    for _ in range(2):
+        ex.launch(VectorAdd(), *ARGS, grid=4, block=256)
+    assert ex.ensure_module(VectorAdd()).fire.__name__ == "fire"  # generated Python
+    assert driver.launches == [((4, 1, 1), (256, 1, 1), ARGS)] * 2

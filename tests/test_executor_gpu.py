@@ -337,7 +337,7 @@ def test_aggregate_parameter_takes_the_driver_path(executor, torch):
     data = np.random.default_rng(9).integers(0, 256, 16, dtype=np.uint8)
     out = torch.zeros(4, dtype=torch.int32, device="cuda")
     executor.launch(spec, out, data, grid=1, block=spec.block)
-    assert not executor.ensure_module(spec).through_core
+    assert not executor.ensure_module(spec).through_core  # compiled: every kernel
     torch.cuda.synchronize()
     assert out.cpu().numpy().tobytes() == data.tobytes()
     out.zero_()
@@ -348,6 +348,10 @@ def test_aggregate_parameter_takes_the_driver_path(executor, torch):
         executor.launch(spec, out, b"short", grid=1, block=spec.block)
 
 
-def test_kernels_launch_through_cuda_core(executor):
-    """Kernels without aggregate parameters launch through cuda.core's launch."""
-    assert executor.ensure_module(VectorAdd()).through_core
+def test_kernels_launch_through_the_compiled_driver_call_or_cuda_core(executor):
+    """On the compiled path every kernel launches through its DriverLaunch (cuLaunchKernel
+    called from C); on the plain-Python path those without aggregate parameters launch
+    through cuda.core's launch."""
+    module = executor.ensure_module(VectorAdd())
+    assert (type(module.fire).__name__ == "DriverLaunch") == executor.compiled
+    assert module.through_core == (not executor.compiled)

@@ -1,8 +1,9 @@
 """Types of the compiled launch path, specdsl._runtime._speedups (built from _speedups.pyx)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
+from ._driverlaunch import DriverLaunch as DriverLaunch
 from .launching import Launcher
 
 #: What specdsl._runtime.speedups checks before using a build.
@@ -10,27 +11,19 @@ INTERFACE: int
 #: ``{(named tuple, field): position}`` of the fields the compiled code reads by position.
 FIELDS: dict[tuple[str, str], int]
 
-class CoreLaunch:
-    """Checks one kernel's arguments and launches it through cuda.core's ``launch``."""
-
-    def __init__(self, plan: list[tuple[Any, ...]], values: Callable[..., Any],
-                 core_launch: Callable[..., Any], kernel: Any, buffer_type: type | None,
-                 tensor_type: type | None, device_id: int | None) -> None: ...
-    def fire(self, args: Sequence[Any], streams: tuple[Any, ...],
-             geometry: tuple[Any, ...]) -> Exception | None: ...
-    def __call__(self, args: Sequence[Any], streams: tuple[Any, ...],
-                 geometry: tuple[Any, ...]) -> Exception | None: ...
-
-class BoundCoreLaunch:
-    """``bound(*args)``: a :class:`CoreLaunch` with its stream and ``LaunchConfig`` fixed."""
+class BoundLaunch:
+    """``bound(*args)``: a :class:`DriverLaunch` with its stream and geometry fixed (the
+    stream read on each call through ``current(device)`` where one is given)."""
 
     module: Any
     stream: Any
     grid: Any
     block: Any
     shared_mem: Any
-    def __init__(self, launch: CoreLaunch, streams: tuple[Any, ...], config: Any,
-                 on_error: Callable[[Any, tuple[Any, ...]], None]) -> None: ...
+    def __init__(self, launch: DriverLaunch, handle: int, geometry: tuple[Any, ...],
+                 on_error: Callable[[Any, tuple[Any, ...]], None],
+                 current: Callable[[int], int] | None = None,
+                 device: int | None = None) -> None: ...
     def __call__(self, *args: Any) -> None: ...
 
 class LaunchPath:

@@ -4,8 +4,9 @@
 cuda.bindings (imported on first use, so importing specdsl needs no GPU, driver or
 cuda-python). ``Executor(driver=...)`` takes another, so that tests and tools can run
 the launch path without a GPU: a stand-in records the launches a real one would make.
-The launch functions themselves (:attr:`Driver.core_launch`, :attr:`Driver.launch_kernel`)
-are called from the generated or compiled launchers directly, one call a launch.
+The launch functions themselves (:attr:`Driver.core_launch`, :attr:`Driver.launch_kernel`,
+and the C entry point at :attr:`Driver.launch_kernel_address`) are called from the
+generated or compiled launchers directly, one call a launch.
 """
 
 from __future__ import annotations
@@ -66,10 +67,14 @@ class Driver(StreamDriver, Protocol):
             :attr:`launch_kernel`).
         launch_kernel: ``cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared_mem,
             stream, params, extra) -> (CUresult,)``.
+        launch_kernel_address: the address of a C function with ``cuLaunchKernel``'s
+            signature and ABI, which the compiled launch path calls itself; 0 for a driver
+            without one (then launches take the generated Python launchers).
     """
 
     core_launch: Callable[..., Any] | None
     launch_kernel: Callable[..., Any]
+    launch_kernel_address: int
 
     def open_device(self, ordinal: int) -> OpenedDevice:
         """Open device ``ordinal`` and make it current.
@@ -100,6 +105,10 @@ class Driver(StreamDriver, Protocol):
         """Whether a failed launch's error (a ``CUresult``, or the exception
         :attr:`core_launch` raised) says the calling thread had no current context."""
 
+    def result(self, code: int) -> Any:
+        """The ``CUresult`` (with its ``name``) of an error code the function at
+        :attr:`launch_kernel_address` returned."""
+
 
 class CudaDriver:
     """:class:`Driver` through cuda.core and cuda.bindings, imported by :meth:`open_device`
@@ -107,6 +116,7 @@ class CudaDriver:
 
     core_launch: Callable[..., Any] | None = None
     launch_kernel: Callable[..., Any]
+    launch_kernel_address = 0
 
     def __init__(self) -> None:
         self._streams: dict[int, Any] = {}  # handle -> non-owning cuda.core Stream
@@ -132,6 +142,7 @@ class CudaDriver:
             raise LaunchError(f"no CUDA device {ordinal}: {exc}") from None
         self._device_type, self._stream_type, self._config_type = Device, Stream, LaunchConfig
         self.core_launch, self.launch_kernel = launch, driver.cuLaunchKernel
+        self.launch_kernel_address = _entry_point(driver, "cuLaunchKernel")
         return OpenedDevice(device, (major, minor), limits,
                             Streams(int(stream.handle), stream))
 
@@ -195,3 +206,37 @@ class CudaDriver:
         if isinstance(error, Exception):
             return str(error).startswith("CUDA_ERROR_INVALID_CONTEXT")
         return bool(error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT)
+
+    def result(self, code: int) -> Any:
+        from cuda.bindings import driver
+
+        try:
+            return driver.CUresult(code)
+        except ValueError:  # a code this cuda.bindings does not name
+            return _Unnamed(code)
+
+
+class _Unnamed(int):
+    """A ``CUresult`` code cuda.bindings has no member for, named by its number."""
+
+    @property
+    def name(self) -> str:
+        return f"CUresult {int(self)}"
+
+
+# The CUDA version whose cuLaunchKernel ABI the compiled path calls (unchanged since 4.0).
+_ABI_VERSION = 12000
+
+
+def _entry_point(driver: Any, symbol: str) -> int:
+    """The address of driver function ``symbol`` (``cuGetProcAddress``), 0 where the driver
+    gives none. Its legacy-stream flavour: stream handle 0 is the legacy default stream,
+    as torch's default stream (handle 0) means; the per-thread default stream has its own
+    handle (``CU_STREAM_PER_THREAD``, which cuda.core's default stream uses under
+    ``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1``), which every flavour honours."""
+    flag = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
+    try:
+        err, address, _ = driver.cuGetProcAddress(symbol.encode(), _ABI_VERSION, flag)
+    except Exception:  # an older cuda.bindings without it: the Python launchers
+        return 0
+    return int(address) if err == driver.CUresult.CUDA_SUCCESS and address else 0

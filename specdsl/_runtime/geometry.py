@@ -13,7 +13,7 @@ import attrs
 
 from .._spec.fields import is_bool_like
 from ..errors import LaunchError
-from .params import describe, is_int
+from .scalars import describe, is_int
 
 __all__ = ["DeviceLimits", "Geometry", "LaunchGeometry", "LastGeometry", "NO_GEOMETRY",
            "check_geometry", "exact_dims"]

@@ -1,13 +1,14 @@
 """Generated launchers: one function per kernel that checks its arguments and launches it.
 
-Built from an :class:`~specdsl._runtime.params.ArgumentPacker`, as attrs builds
-``__init__``: the source is written for the kernel's signature, compiled once and
-registered in :mod:`linecache` under a unique file name, so a traceback through a
-launcher shows its lines. Plain ints, floats, cuda.core ``Buffer``\\ s and torch tensors
-are checked inline; anything else goes through the packer's converters, so the errors are
-the same on every path. Where the compiled launch path is built
-(:mod:`specdsl._runtime._speedups`), the cuda.core launchers are its ``CoreLaunch``
-objects instead, built from :meth:`~specdsl._runtime.params.ArgumentPacker.core_plan`.
+The plain-Python launch path, and the reference the compiled one
+(:mod:`specdsl._runtime._speedups`, which calls ``cuLaunchKernel`` itself) must match. Built
+from an :class:`~specdsl._runtime.params.ArgumentPacker`, as attrs builds ``__init__``: the
+source is written for the kernel's signature, compiled once and registered in
+:mod:`linecache` under a unique file name, so a traceback through a launcher shows its
+lines. Plain ints, floats, cuda.core ``Buffer``\\ s and torch tensors are checked inline
+(a declared array's element type and size too); anything else goes through the packer's
+converters, and a size the inline checks cannot vouch for through the packer's own
+``values``, so the errors are the same on every path.
 
 Two ways to launch:
 
@@ -26,22 +27,14 @@ import linecache
 import struct
 import threading
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
+from .arraychecks import ELEMENT_NAMES, OP_CONST, OP_GRID, OP_MUL, OP_PARAM
 from .geometry import LaunchGeometry
-from .params import (
-    INLINE_FLOAT,
-    INLINE_INT,
-    INLINE_POINTER,
-    ArgumentPacker,
-    float_bits,
-    wide,
-    wrap_u64,
-)
+from .params import INLINE_FLOAT, INLINE_INT, INLINE_POINTER, ArgumentPacker
 from .readers import buffer_type, tensor_type
+from .scalars import float_bits, wide, wrap_u64
 from .signature import Param
-from .speedups import speedups
 from .streams import Streams
 
 __all__ = ["writer", "core_launcher", "bound_core_launcher", "driver_launcher",
@@ -52,57 +45,45 @@ __all__ = ["writer", "core_launcher", "bound_core_launcher", "driver_launcher",
 Fire = Callable[[tuple[Any, ...], Streams, LaunchGeometry], Any]
 
 
-def _compiled(compiled: ModuleType | bool | None) -> ModuleType | None:
-    """The compiled launch path to build with: ``True`` lets :func:`speedups` decide."""
-    return speedups() if compiled is True else compiled or None
+def writer(packer: ArgumentPacker) -> Callable[..., None]:
+    """A function ``write(args, stream, buffer, grid=None)`` that checks ``args`` and
+    packs them.
 
-
-def writer(packer: ArgumentPacker) -> Callable[[tuple[Any, ...], int, Any], None]:
-    """A function ``write(args, stream, buffer)`` that checks ``args`` and packs them.
-
-    It does what :meth:`~specdsl._runtime.params.ArgumentPacker.values` does, then
+    It does what :meth:`~specdsl._runtime.params.ArgumentPacker.values` does (``grid``,
+    the launch's grid in CTAs, is what a declared shape's ``grid.x`` reads), then
     ``struct.pack_into(packer.fmt, buffer, 0, ...)``, as one generated function.
 
     Raises:
         LaunchError: as ``packer.values``.
     """
     body, names = _check_source(packer)
-    lines = ["def write(args, stream, buffer):", *body,
+    lines = ["def write(args, stream, buffer, grid=None):", *body,
              f"    pack_into(buffer, 0{''.join(', ' + n for n in names)})"]
-    write: Callable[[tuple[Any, ...], int, Any], None] = _generate(packer, "write", lines, {})
+    write: Callable[..., None] = _generate(packer, "write", lines, {})
     return write
 
 
-def core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kernel: Any, *,
-                  compiled: ModuleType | bool | None = True) -> Fire:
+def core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kernel: Any) -> Fire:
     """A function ``fire(args, streams, geometry) -> None | Exception`` launching
     through cuda.core (the exception cuda.core raised, returned, when the launch fails).
 
     Checks ``args`` as ``packer.values`` does, then calls ``core_launch(streams[1],
     geometry[7], kernel, *values)`` (cuda.core's ``launch``; ``streams`` is ``(handle,
-    cuda.core Stream)``, ``geometry`` ends with the ``LaunchConfig``). cuda.core packs
-    a Python int as a pointer-sized ``intptr_t`` and the driver copies each parameter's
-    own size from it (``cuLaunchKernel``'s ``kernelParams``), so an int already checked
-    against a narrower ``.param`` arrives as its low bytes (CUDA hosts are little
-    endian); 64-bit values at or above 2**63 are passed as their two's-complement
-    equivalent, and floats as the int of their bit pattern. Requires
-    ``packer.through_core``.
-
-    Args:
-        compiled: the compiled launch path to build with (:mod:`specdsl._runtime._speedups`),
-            ``None`` or ``False`` for a generated Python function, ``True`` (the default)
-            to let :func:`~specdsl._runtime.speedups.speedups` decide.
+    cuda.core Stream)``, ``geometry`` a :class:`~specdsl._runtime.geometry.LaunchGeometry`
+    ending with the ``LaunchConfig``). cuda.core packs a Python int as a pointer-sized
+    ``intptr_t`` and the driver copies each parameter's own size from it
+    (``cuLaunchKernel``'s ``kernelParams``), so an int already checked against a narrower
+    ``.param`` arrives as its low bytes (CUDA hosts are little endian); 64-bit values at or
+    above 2**63 are passed as their two's-complement equivalent, and floats as the int of
+    their bit pattern. Requires ``packer.through_core``.
 
     Raises:
         LaunchError: as ``packer.values``; an argument's own error (its array interface)
             is never mistaken for a failed launch.
     """
-    built = _compiled(compiled)
-    if built is not None:
-        fire: Fire = _compiled_launch(built, packer, core_launch, kernel)
-        return fire
     body, values = _core_source(packer)
-    lines = ["def fire(args, streams, geometry):", "    stream = streams[0]", *body,
+    lines = ["def fire(args, streams, geometry):", "    stream = streams[0]",
+             "    grid = geometry[:3]", *body,
              "    core_stream, config = streams[1], geometry[7]",
              "    try:",
              f"        core_launch(core_stream, config, kernel{values})",
@@ -113,22 +94,16 @@ def core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kerne
 
 
 def bound_core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any], kernel: Any,
-                        streams: Streams, config: Any,
-                        on_error: Callable[[Any, tuple[Any, ...]], None], *,
-                        compiled: ModuleType | bool | None = True) -> Callable[..., None]:
+                        streams: Streams, geometry: LaunchGeometry,
+                        on_error: Callable[[Any, tuple[Any, ...]], None]) -> Callable[..., None]:
     """A function ``bound(*args)`` with the streams (``(handle, cuda.core Stream)``) and
-    ``LaunchConfig`` fixed (``Executor.bind``): checks as :func:`core_launcher` does,
-    launches through cuda.core, and calls ``on_error(exception, args)`` when the launch
-    fails.
+    the checked ``geometry`` fixed (``Executor.bind``): checks as :func:`core_launcher`
+    does, launches through cuda.core, and calls ``on_error(exception, args)`` when the
+    launch fails.
 
     Raises:
         LaunchError: as ``packer.values``.
     """
-    built = _compiled(compiled)
-    if built is not None:
-        launch = _compiled_launch(built, packer, core_launch, kernel)
-        bound: Callable[..., None] = built.BoundCoreLaunch(launch, streams, config, on_error)
-        return bound
     body, values = _core_source(packer)
     lines = ["def bound(*args):", *body,
              "    try:",
@@ -137,15 +112,8 @@ def bound_core_launcher(packer: ArgumentPacker, core_launch: Callable[..., Any],
              "        on_error(exc, args)"]
     generated: Callable[..., None] = _generate(packer, "bound", lines, dict(
         _core_names(core_launch, kernel), stream=streams.handle, core_stream=streams.core,
-        config=config, on_error=on_error))
+        config=geometry[7], grid=tuple(geometry[:3]), on_error=on_error))
     return generated
-
-
-def _compiled_launch(built: ModuleType, packer: ArgumentPacker, core_launch: Callable[..., Any],
-                     kernel: Any) -> Any:
-    """The compiled twin of :func:`core_launcher`'s function (``CoreLaunch``)."""
-    return built.CoreLaunch(packer.core_plan(), packer.values, core_launch, kernel,
-                            buffer_type(), tensor_type(), packer.device_id)
 
 
 def _core_source(packer: ArgumentPacker) -> tuple[list[str], str]:
@@ -183,7 +151,7 @@ def driver_launcher(packer: ArgumentPacker, launch_kernel: Callable[..., Any],
         LaunchError: as ``packer.values``.
     """
     lines = ["def fire(args, streams, geometry):", "    stream = streams[0]",
-             *_pack_source(packer),
+             "    grid = geometry[:3]", *_pack_source(packer),
              "    gx, gy, gz, bx, by, bz, smem = geometry[:7]",
              "    return launch_kernel(function, gx, gy, gz, bx, by, bz, smem, streams[0], "
              "address, 0)[0]"]
@@ -211,7 +179,8 @@ def bound_driver_launcher(packer: ArgumentPacker, launch_kernel: Callable[..., A
              "    if err:",
              "        on_error(err, args)"]
     generated: Callable[..., None] = _generate(packer, "launch", lines, dict(
-        _launch_names(packer, launch_kernel, function), stream=stream, on_error=on_error))
+        _launch_names(packer, launch_kernel, function), stream=stream, grid=(gx, gy, gz),
+        on_error=on_error))
     return generated
 
 
@@ -238,12 +207,14 @@ def new_slot(packer: ArgumentPacker) -> tuple[bytearray, int, Any]:
 
     Returns:
         ``(buffer, address of the pointer array (0 without parameters), the ctypes
-        array to keep alive)``; pointer ``i`` points at ``buffer[packer.offsets[i]]``.
+        array to keep alive)``; pointer ``i`` points at ``buffer[packer.offsets[i]]``,
+        and a NULL pointer follows the last (as the compiled path lays them out: a tool
+        reading the array finds its end), with 8 bytes to spare past the buffer's end.
     """
-    buffer = bytearray(max(packer.size, 8))
+    buffer = bytearray(packer.size + 8)
     base = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
-    pointers = (ctypes.c_void_p * max(packer.count, 1))(
-        *([base + offset for offset in packer.offsets] or [0]))
+    pointers = (ctypes.c_void_p * (packer.count + 1))(
+        *[base + offset for offset in packer.offsets], None)
     return buffer, (ctypes.addressof(pointers) if packer.count else 0), pointers
 
 
@@ -255,8 +226,10 @@ def _generate(packer: ArgumentPacker, name: str, lines: list[str], extra: dict[s
     as attrs does for the ``__init__`` it generates, so tracebacks show the lines.
     """
     namespace: dict[str, Any] = {f"c{i}": c for i, c in enumerate(packer.converters)}
+    namespace.update({f"ok{c.position}": c.accepted for c in packer.declared})
     namespace.update(values=packer.values, pack_into=struct.Struct(packer.fmt).pack_into,
-                     Buffer=buffer_type(), Tensor=tensor_type(), **extra)
+                     Buffer=buffer_type(), Tensor=tensor_type(), names=ELEMENT_NAMES,
+                     cdiv=_cdiv, **extra)
     source = "\n".join(lines) + "\n"
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     filename = f"<specdsl {name} {packer.signature.entry} {digest}>"
@@ -272,7 +245,11 @@ def _check_source(packer: ArgumentPacker, core: bool = False) -> tuple[list[str]
     :meth:`~specdsl._runtime.params.ArgumentPacker.inline_check`; the rest goes through
     its converter (``c0 .. cN``), which accepts, converts or explains a refusal. With
     ``core``, a 64-bit unsigned or pointer value the converter passes at or above 2**63 is
-    wrapped to its two's-complement equivalent (same bits).
+    wrapped to its two's-complement equivalent (same bits). A declared array read inline
+    (a Buffer, a tensor of an accepted element type) binds ``n<i>``, its size in elements
+    (``None``: a pointer int, unchecked; ``-1``: read by the converter); the last lines
+    compare each with the count this launch touches (the grid is ``grid``), and hand any
+    doubt to ``values``, which raises the refusal or accepts.
     """
     count, device_id = packer.count, packer.device_id
     names = [f"v{i}" for i in range(count)]
@@ -284,6 +261,7 @@ def _check_source(packer: ArgumentPacker, core: bool = False) -> tuple[list[str]
     else:
         lines = ["    if args:",
                  "        values(args, stream)"]
+    checks = {check.position: check for check in packer.declared}
     for i, param in enumerate(packer.signature.params):
         a, v = f"a{i}", f"v{i}"
         how, low, high, misaligned, largest = packer.inline_check(param, core)
@@ -298,33 +276,82 @@ def _check_source(packer: ArgumentPacker, core: bool = False) -> tuple[list[str]
         else:
             fast = None
         if how == INLINE_POINTER:
-            # a cuda.core Buffer or a contiguous torch tensor of this device is read
-            # inline; anything else (host, pinned or managed memory, a closed Buffer,
-            # whose properties raise, misaligned, another device) takes the converter,
-            # which explains a refusal
-            if device_id is None:
-                buffer_ok, tensor_ok = f"{a}.is_device_accessible", f"{a}.get_device() >= 0"
-            else:
-                buffer_ok = f"{a}.device_id == {device_id}"
-                tensor_ok = f"{a}.get_device() == {device_id}"
-            lines += [f"    if {fast}:",
-                      f"        {v} = {a}",
-                      "    else:",
-                      "        try:",
-                      f"            if type({a}) is Buffer:",
-                      f"                {v} = int({a}.handle) if {buffer_ok} else 0",
-                      f"            elif type({a}) is Tensor and {tensor_ok} and "
-                      f"{a}.is_contiguous():",
-                      f"                {v} = {a}.data_ptr()",
-                      "            else:",
-                      f"                {v} = 0",
-                      "        except Exception:",
-                      f"            {v} = 0",
-                      f"        if type({v}) is not int or not {v} or "
-                      f"{v} & {-(high + 1) | misaligned}:",
-                      f"            {v} = {slow}"]
+            lines += _pointer_source(i, fast, slow, high, misaligned, device_id,
+                                     checks.get(i))
         elif fast is not None:
             lines.append(f"    {v} = {a} if {fast} else {slow}")
         else:
             lines.append(f"    {v} = {slow}")
+    for i, check in checks.items():
+        lines += [f"    if n{i} is not None and not 0 <= {_extent_source(check.program)} "
+                  f"<= n{i}:",
+                  "        values(args, stream, grid)  # raises the refusal, or accepts"]
     return lines, names
+
+
+def _pointer_source(i: int, fast: str | None, slow: str, high: int, misaligned: int,
+                    device_id: int | None, check: Any) -> list[str]:
+    """The lines reading pointer argument ``a<i>``: an int, a cuda.core Buffer or a
+    contiguous torch tensor of this device inline (a declared array's element type
+    checked, its size bound to ``n<i>``); anything else (host, pinned or managed memory, a
+    closed Buffer, whose properties raise, misaligned, another device, another element
+    type) takes the converter, which explains a refusal."""
+    a, v, n = f"a{i}", f"v{i}", f"n{i}"
+    if device_id is None:
+        buffer_ok, tensor_ok = f"{a}.is_device_accessible", f"{a}.get_device() >= 0"
+    else:
+        buffer_ok = f"{a}.device_id == {device_id}"
+        tensor_ok = f"{a}.get_device() == {device_id}"
+    mask = -(high + 1) | misaligned
+    if check is None:
+        return [f"    if {fast}:",
+                f"        {v} = {a}",
+                "    else:",
+                "        try:",
+                f"            if type({a}) is Buffer:",
+                f"                {v} = int({a}.handle) if {buffer_ok} else 0",
+                f"            elif type({a}) is Tensor and {tensor_ok} and "
+                f"{a}.is_contiguous():",
+                f"                {v} = {a}.data_ptr()",
+                "            else:",
+                f"                {v} = 0",
+                "        except Exception:",
+                f"            {v} = 0",
+                f"        if type({v}) is not int or not {v} or {v} & {mask}:",
+                f"            {v} = {slow}"]
+    return [f"    if {fast}:",
+            f"        {v}, {n} = {a}, None",
+            "    else:",
+            "        try:",
+            f"            if type({a}) is Buffer and {buffer_ok}:",
+            f"                {v}, {n} = int({a}.handle), {a}.size // {check.size}",
+            f"            elif type({a}) is Tensor and {tensor_ok} and {a}.is_contiguous() "
+            f"and names.get({a}.dtype) in ok{i}:",
+            f"                {v}, {n} = {a}.data_ptr(), {a}.numel()",
+            "            else:",
+            f"                {v} = 0",
+            "        except Exception:",
+            f"            {v} = 0",
+            f"        if type({v}) is not int or not {v} or {v} & {mask}:",
+            f"            {v}, {n} = {slow}, -1"]
+
+
+def _extent_source(program: tuple[tuple[int, int], ...]) -> str:
+    """A Python expression of an extent program (``ArrayCheck.program``): the element count
+    this launch touches, from ``v<i>`` and ``grid``."""
+    stack: list[str] = []
+    for op, operand in program:
+        if op == OP_CONST:
+            stack.append(str(operand))
+        elif op == OP_PARAM:
+            stack.append(f"v{operand}")
+        elif op == OP_GRID:
+            stack.append(f"grid[{operand}]")
+        else:
+            right, left = stack.pop(), stack.pop()
+            stack.append(f"({left} * {right})" if op == OP_MUL else f"cdiv({left}, {right})")
+    return stack[0]
+
+
+def _cdiv(left: int, right: int) -> int:
+    return -(-left // right) if right else 0

@@ -29,6 +29,7 @@ from .._proof.switch import checking_enabled, proof_suspended
 from .._spec.decorator import spec_info
 from .._spec.target import Target
 from ..errors import LaunchError
+from .arraychecks import ELEMENT_NAMES, plan_arrays
 from .driver import Driver
 from .geometry import (
     DeviceLimits,
@@ -46,7 +47,8 @@ from .launchers import (
 )
 from .modules import Module, ModuleCache
 from .params import ArgumentPacker
-from .streams import StreamResolver, Streams
+from .readers import buffer_type, tensor_type
+from .streams import TORCH_CURRENT_STREAM, StreamResolver, Streams, torch_current_stream
 
 __all__ = ["Launcher", "CompileOnly", "KernelLoader", "LastLaunch", "NO_LAUNCH"]
 
@@ -81,6 +83,14 @@ NO_LAUNCH = LastLaunch(_NOTHING, _NOTHING, cast(Module, None), False)
 class KernelLoader:
     """Arms a built module for launches: loads its kernel and makes its launcher.
 
+    The launcher checks every argument against the ``.entry`` signature and the request's
+    array declarations (:func:`~specdsl._runtime.arraychecks.plan_arrays`, which refuses a
+    declaration that names no pointer parameter of the entry). It is the compiled
+    ``DriverLaunch`` (checks, packing and ``cuLaunchKernel`` in C) where the compiled path
+    is built and the driver gives ``cuLaunchKernel``'s address, else a generated Python
+    launcher: through cuda.core's ``launch``, or ``cuLaunchKernel`` for kernels with
+    ``.b8`` aggregate parameters, which cuda.core has no argument type for.
+
     Args:
         driver: loads the cubin; its launch functions are what the launcher calls.
         device_id: the device arrays must live on.
@@ -91,19 +101,24 @@ class KernelLoader:
         self.driver, self.device_id, self.compiled = driver, device_id, compiled
 
     def __call__(self, module: Module) -> None:
+        arrays = plan_arrays(module.spec, module.signature)
         loaded = self.driver.load(module.cubin, module.signature.entry)
         module.kernel, module.function = loaded.kernel, loaded.function
         module.kernel_threads = loaded.max_threads_per_block
         module.static_shared, module.cluster = loaded.static_shared, loaded.cluster
-        module.packer = ArgumentPacker(module.signature, device_id=self.device_id)
-        core_launch = self.driver.core_launch
-        if module.packer.through_core and core_launch is not None:
+        packer = module.packer = ArgumentPacker(module.signature, device_id=self.device_id,
+                                                arrays=arrays)
+        core_launch, address = self.driver.core_launch, self.driver.launch_kernel_address
+        if self.compiled is not None and address:
+            module.fire = self.compiled.DriverLaunch(
+                packer.driver_plan(), packer.values, packer.size, address, module.function,
+                self.driver.result, buffer_type(), tensor_type(), ELEMENT_NAMES,
+                self.device_id)
+        elif packer.through_core and core_launch is not None:
             module.through_core = True
-            module.fire = core_launcher(module.packer, core_launch, module.kernel,
-                                        compiled=self.compiled)
-        else:  # a .b8 aggregate parameter: cuda.core has no argument type for it
-            module.fire = driver_launcher(module.packer, self.driver.launch_kernel,
-                                          module.function)
+            module.fire = core_launcher(packer, core_launch, module.kernel)
+        else:
+            module.fire = driver_launcher(packer, self.driver.launch_kernel, module.function)
 
 
 class Launcher:
@@ -155,7 +170,7 @@ class Launcher:
             geometry = self.geometry(module, grid, block, shared_mem)
         err = module.fire(args, streams, geometry[3])
         if err:  # cuda.core's exception, or the driver path's CUresult (CUDA_SUCCESS is 0)
-            self.failed(err, module, geometry[3], streams, args)
+            self.failed(err, module, geometry[3], streams, args, spec)
 
     def bind(self, spec: Any, *, grid: Any, block: Any, stream: Any = None,
              shared_mem: int = 0, key: str | None = None) -> Callable[..., None]:
@@ -169,12 +184,20 @@ class Launcher:
             raise LaunchError(f"{module.signature.entry}: the module is not loaded on a device")
 
         def on_error(err: Any, args: tuple[Any, ...]) -> None:
-            self.failed(err, module, checked, streams, args)
+            self.failed(err, module, checked, self.streams(stream) if stream is
+                        TORCH_CURRENT_STREAM else streams, args, spec)
 
-        bound: Any  # a generated function or a compiled BoundCoreLaunch: attributes are set
-        if module.through_core and driver.core_launch is not None:
+        bound: Any  # a generated function or a compiled BoundLaunch: attributes are set
+        compiled = self.compiled
+        if compiled is not None and type(module.fire) is compiled.DriverLaunch:
+            current = torch_current_stream() if stream is TORCH_CURRENT_STREAM else None
+            bound = compiled.BoundLaunch(module.fire, streams.handle, checked, on_error,
+                                         current, self.device_id)
+        elif stream is TORCH_CURRENT_STREAM:  # read on each call, as the compiled one does
+            bound = _CurrentStreamLaunch(module.fire, self.streams, checked, on_error)
+        elif module.through_core and driver.core_launch is not None:
             bound = bound_core_launcher(packer, driver.core_launch, module.kernel, streams,
-                                        checked.config, on_error, compiled=self.compiled)
+                                        checked, on_error)
         else:
             bound = bound_driver_launcher(packer, driver.launch_kernel, module.function,
                                           streams.handle, checked, on_error)
@@ -276,12 +299,14 @@ class Launcher:
         return config
 
     def failed(self, err: Any, module: Module, geometry: LaunchGeometry, streams: Streams,
-               args: tuple[Any, ...]) -> None:
+               args: tuple[Any, ...], spec: Any = None) -> None:
         """Report a failed launch: a thread that never made the device current does so and
         launches again; anything else is raised.
 
         Raises:
-            LaunchError: naming the entry, the driver's error and the geometry.
+            LaunchError: naming the entry, the driver's error (its CUDA name: an error a
+                kernel left in the context, such as ``CUDA_ERROR_ILLEGAL_ADDRESS``, fails
+                every later launch the same way), the geometry and the request.
         """
         gx, gy, gz, bx, by, bz, smem = geometry[:7]
         if self.driver.lacks_context(err):
@@ -293,9 +318,24 @@ class Launcher:
         how = f"cuda.core launch failed: {err}" if isinstance(err, Exception) else \
             f"cuLaunchKernel failed with {err.name}"
         raise LaunchError(f"{module.signature.entry}: {how} (grid {(gx, gy, gz)}, "
-                          f"block {(bx, by, bz)}, shared_mem {smem})") \
+                          f"block {(bx, by, bz)}, shared_mem {smem}; request "
+                          f"{spec if spec is not None else module.spec!r})") \
             from (err if isinstance(err, Exception) else None)
 
+
+
+class _CurrentStreamLaunch:
+    """A bound launcher on torch's current stream, read on each call (the plain-Python
+    path's ``bind(..., stream=TORCH_CURRENT_STREAM)``)."""
+
+    def __init__(self, fire: Any, streams: Callable[[Any], Streams], geometry: LaunchGeometry,
+                 on_error: Callable[[Any, tuple[Any, ...]], None]) -> None:
+        self.fire, self.streams, self.geometry, self.on_error = fire, streams, geometry, on_error
+
+    def __call__(self, *args: Any) -> None:
+        err = self.fire(args, self.streams(TORCH_CURRENT_STREAM), self.geometry)
+        if err:
+            self.on_error(err, args)
 
 
 class CompileOnly:

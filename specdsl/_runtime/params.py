@@ -12,9 +12,12 @@ built on it are :mod:`specdsl._runtime.launchers`'.
 Accepted arguments:
 
 * a pointer parameter (``.ptr``): a device pointer as an ``int``, a cuda.core
-  ``Buffer``, a torch tensor, or any object with ``__cuda_array_interface__`` or
-  DLPack (read by :mod:`specdsl._runtime.readers`); arrays must live on the
-  executor's device, be C-contiguous and meet the parameter's ``.align``;
+  ``Buffer``, a torch tensor, a CuPy array, or any object with
+  ``__cuda_array_interface__`` or DLPack (read by :mod:`specdsl._runtime.readers`);
+  arrays must live on the executor's device, be C-contiguous and meet the parameter's
+  ``.align``; where the spec declares the parameter (:mod:`specdsl._runtime.arraychecks`),
+  an array's element type must be the declared one and its size at least what the
+  launch touches;
 * an integer parameter: a Python or NumPy integer in the type's range (a bool only
   for 8-bit parameters);
 * a float parameter: a Python or NumPy float, or an integer the type holds exactly;
@@ -30,55 +33,24 @@ from typing import Any
 
 from .._spec.fields import is_bool_like
 from ..errors import LaunchError
+from .arraychecks import ArrayCheck, ArrayFacts
 from .readers import READERS, read_view, reader_for
+from .scalars import FLOAT_EXACT, FLOAT_MAX, describe, is_float, is_int, wide
 from .signature import EntrySignature, Param
 
-__all__ = [
-    "ArgumentPacker", "Converter", "INLINE_NONE", "INLINE_INT", "INLINE_POINTER",
-    "INLINE_FLOAT", "describe", "is_int", "is_float", "float_bits", "wide", "wrap_u64",
-]
+__all__ = ["ArgumentPacker", "Converter", "INLINE_NONE", "INLINE_INT", "INLINE_POINTER",
+           "INLINE_FLOAT", "PACK_INT", "PACK_F16", "PACK_F32", "PACK_F64", "PACK_BYTES"]
 
 _FORMAT = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h", "s32": "i",
            "s64": "q", "b8": "B", "b16": "H", "b32": "I", "b64": "Q", "f16": "e", "f32": "f",
            "f64": "d"}
-# Largest finite value of each float type (IEEE 754 binary16/32/64).
-_FLOAT_MAX = {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}
-# Integers a float type holds exactly: |v| <= 2**(mantissa bits + 1).
-_FLOAT_EXACT = {16: 2**11, 32: 2**24, 64: 2**53}
-
 Converter = Callable[[Any, int], Any]
 
-# What a launch's checks take inline, per parameter (ArgumentPacker.inline_check); the
-# compiled checks in specdsl._runtime._speedups use the same numbers.
+# What a launch's checks take inline, per parameter (ArgumentPacker.inline_check), and how
+# the compiled path packs each (ArgumentPacker.driver_plan): specdsl._runtime._speedups
+# uses the same numbers.
 INLINE_NONE, INLINE_INT, INLINE_POINTER, INLINE_FLOAT = 0, 1, 2, 3
-
-
-def _bits(float_format: str, int_format: str) -> Callable[[float], int]:
-    """A function giving a float's bit pattern in ``float_format`` as an int."""
-    pack, unpack = struct.Struct(float_format).pack, struct.Struct(int_format).unpack
-
-    def bits(value: float) -> int:
-        pattern: int = unpack(pack(value))[0]
-        return pattern
-    return bits
-
-
-# Floats go to cuda.core as the int of their bit pattern (launchers.core_launcher);
-# f64 as a signed int, which cuda.core's intptr_t holds.
-_F16_BITS, _F32_BITS, _F64_BITS = _bits("<e", "<H"), _bits("<f", "<I"), _bits("<d", "<q")
-#: ``{bits: function}`` giving a float's bit pattern as cuda.core takes it.
-float_bits = {16: _F16_BITS, 32: _F32_BITS, 64: _F64_BITS}
-
-
-def wide(param: Param) -> bool:
-    """Whether cuda.core's ``intptr_t`` holds ``param``'s values at or above 2**63 only
-    wrapped (64-bit unsigned, bit and pointer parameters)."""
-    return param.bits == 64 and (param.is_ptr or param.kind in "ub")
-
-
-def wrap_u64(value: int) -> int:
-    """A 64-bit unsigned value as the signed int with the same bits (cuda.core's intptr_t)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
+PACK_INT, PACK_F16, PACK_F32, PACK_F64, PACK_BYTES = 0, 1, 2, 3, 4
 
 
 def _pointee_align(param: Param) -> int:
@@ -89,36 +61,6 @@ def _pointee_align(param: Param) -> int:
     return align
 
 
-def describe(value: Any) -> str:
-    """``value`` for an error message: its repr (cut at 60 characters) and its type."""
-    kind = type(value)
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    module = "" if kind.__module__ == "builtins" else kind.__module__ + "."
-    return f"{text} of type {module}{kind.__qualname__}"
-
-
-def is_int(value: Any) -> bool:
-    """Whether ``value`` is a Python int (not a bool) or a NumPy integer scalar."""
-    kind = type(value)
-    if kind is int:
-        return True
-    if kind is bool:
-        return False
-    return kind.__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iu" \
-        and getattr(value, "ndim", 1) == 0
-
-
-def is_float(value: Any) -> bool:
-    """Whether ``value`` is a Python float or a NumPy float scalar."""
-    kind = type(value)
-    if kind is float:
-        return True
-    return kind.__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind == "f" \
-        and getattr(value, "ndim", 1) == 0
-
-
 class ArgumentPacker:
     """Checks and packs the arguments of one kernel, from its parsed signature.
 
@@ -126,9 +68,12 @@ class ArgumentPacker:
         signature: the kernel's parameters (from :func:`specdsl._runtime.signature.parse_entry`).
         device_id: the ordinal of the device the kernel runs on; arrays elsewhere are
             refused. ``None`` skips the device check.
+        arrays: per parameter, its :class:`~specdsl._runtime.arraychecks.ArrayCheck` or
+            ``None`` (:func:`~specdsl._runtime.arraychecks.plan_arrays`); none by default.
 
     Attributes:
-        signature, device_id: as given; ``count``: the number of parameters.
+        signature, device_id, arrays: as given; ``count``: the number of parameters;
+        ``declared``: the array checks there are (those of ``arrays`` that are not None).
         converters: per parameter, ``convert(value, stream)``: the checked value, or a
             :class:`~specdsl.errors.LaunchError` raised.
         fmt: a little-endian :mod:`struct` format of the whole parameter buffer.
@@ -136,10 +81,13 @@ class ArgumentPacker:
         size: the buffer's size, in bytes.
     """
 
-    def __init__(self, signature: EntrySignature, *, device_id: int | None = None) -> None:
+    def __init__(self, signature: EntrySignature, *, device_id: int | None = None,
+                 arrays: tuple[ArrayCheck | None, ...] | None = None) -> None:
         self.signature = signature
         self.device_id = device_id
         self.count = len(signature.params)
+        self.arrays = arrays if arrays is not None else (None,) * self.count
+        self.declared = tuple(check for check in self.arrays if check is not None)
         fmt, offsets, offset = ["<"], [], 0
         for param in signature.params:
             align = param.param_align
@@ -156,13 +104,21 @@ class ArgumentPacker:
         self.converters: tuple[Converter, ...] = tuple(
             self._converter(param) for param in signature.params)
 
-    def values(self, args: tuple[Any, ...], stream: int = 0) -> list[Any]:
+    def values(self, args: tuple[Any, ...], stream: int = 0,
+               grid: tuple[int, ...] | None = None) -> list[Any]:
         """The checked values of ``args``, ready for ``struct.pack(self.fmt, *values)``.
+
+        The checks run in one order on every launch path: the argument count; each
+        argument against its ``.param`` (and a declared array's element type), in order;
+        then each declared array's size against what this launch touches
+        (:meth:`check_extents`).
 
         Args:
             args: one argument per ``.param``, in order.
             stream: the launch stream's handle, passed to DLPack and
                 ``__cuda_array_interface__`` producers so they can order their work.
+            grid: the launch's grid in CTAs, ``(x, y, z)``: what a declared shape's
+                ``grid.x`` reads (needed only by such a declaration).
 
         Raises:
             LaunchError: a wrong argument count, or an argument its parameter cannot
@@ -173,8 +129,40 @@ class ArgumentPacker:
             raise LaunchError(
                 f"{self.signature.entry} takes {self.count} argument(s) ({names}), "
                 f"got {len(args)}")
-        return [convert(value, stream)
-                for convert, value in zip(self.converters, args, strict=True)]
+        values = [convert(value, stream)
+                  for convert, value in zip(self.converters, args, strict=True)]
+        if self.declared:
+            self.check_extents(args, values, stream, grid)
+        return values
+
+    def check_extents(self, args: tuple[Any, ...], values: list[Any], stream: int,
+                      grid: tuple[int, ...] | None) -> None:
+        """Refuse a declared array smaller than what this launch touches: its element
+        count (or, for a ``Buffer``, its size in bytes) against the declared shape, with
+        the checked scalar ``values`` and the ``grid``. A pointer given as an int carries
+        no size and is not checked.
+
+        Raises:
+            LaunchError: naming the parameter, the declaration with this launch's values,
+                and the array's size.
+        """
+        for check in self.declared:
+            value = args[check.position]
+            if type(value) is int:
+                continue
+            facts = self._read(value, stream)
+            if facts is None:
+                continue
+            have = facts.elements if facts.elements is not None else facts.nbytes
+            if have is None:
+                continue
+            count = check.required(values, grid)
+            in_bytes = facts.elements is None
+            if have < (count * check.size if in_bytes else count) or count < 0:
+                param = self.signature.params[check.position]
+                unit = "bytes" if in_bytes else "elements"
+                raise self._fail(param, check.expected_extent(values, grid, count, in_bytes),
+                                 value, f"{have} {unit}")
 
     @property
     def through_core(self) -> bool:
@@ -184,7 +172,7 @@ class ArgumentPacker:
         return all(param.count is None for param in self.signature.params)
 
     @staticmethod
-    def inline_check(param: Param, core: bool = False) -> tuple[int, int, int, int, float]:
+    def inline_check(param: Param, int64: bool = False) -> tuple[int, int, int, int, float]:
         """What a launch takes inline for ``param``, without calling its converter.
 
         One definition serves the generated Python checks (:mod:`specdsl._runtime.launchers`)
@@ -195,15 +183,15 @@ class ArgumentPacker:
             ``(how, low, high, misaligned, largest)``: ``how`` is one of the ``INLINE_*``
             constants; an exact ``int`` in ``[low, high]`` with no bit of ``misaligned``
             set is taken as it is (``INLINE_INT``; ``INLINE_POINTER`` also reads a cuda.core
-            ``Buffer`` or a contiguous torch tensor of the device), an exact ``float`` with
-            ``|x| <= largest``
-            (``INLINE_FLOAT``). With ``core``, 64-bit unsigned and pointer values are
-            taken inline below 2**63 only (cuda.core's ``intptr_t`` holds those as they
-            are; the converter's result is wrapped).
+            ``Buffer``, a contiguous torch tensor or a CuPy array of the device), an exact
+            ``float`` with ``|x| <= largest`` (``INLINE_FLOAT``). With ``int64``, 64-bit
+            unsigned and pointer values are taken inline below 2**63 only (what a signed
+            64-bit integer holds: cuda.core's ``intptr_t``, the compiled path's C value);
+            the converter takes the rest.
         """
         if param.count is not None:
             return INLINE_NONE, 0, 0, 0, 0.0
-        bits = 63 if core and wide(param) else param.bits
+        bits = 63 if int64 and wide(param) else param.bits
         if param.is_ptr:
             return INLINE_POINTER, 0, (1 << bits) - 1, _pointee_align(param) - 1, 0.0
         if param.kind == "u":
@@ -211,35 +199,43 @@ class ArgumentPacker:
         if param.kind == "s":
             return INLINE_INT, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, 0, 0.0
         if param.kind == "f":
-            return INLINE_FLOAT, 0, 0, 0, _FLOAT_MAX[bits]
+            return INLINE_FLOAT, 0, 0, 0, FLOAT_MAX[bits]
         return INLINE_NONE, 0, 0, 0, 0.0  # .b types: the converter wraps them
 
-    def core_plan(self) -> list[tuple[Any, ...]]:
-        """Per ``.param``: :meth:`inline_check` (core) plus its converter and the function
-        turning the converter's value into what cuda.core takes (``None``: as it is).
-        What :class:`specdsl._runtime._speedups.CoreLaunch` is built from."""
-        plan = []
-        for param, convert in zip(self.signature.params, self.converters, strict=True):
-            how, low, high, misaligned, largest = self.inline_check(param, core=True)
-            post: Callable[[Any], int] | None
-            if param.kind == "f" and param.count is None:
-                post = float_bits[param.bits]
-            elif wide(param):
-                post = wrap_u64
-            else:
-                post = None
-            plan.append((how, param.bits, low, high, misaligned, largest, convert, post))
-        return plan
+    def driver_plan(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """What :class:`specdsl._runtime._speedups.DriverLaunch` is built from.
 
-    def pack(self, args: tuple[Any, ...], stream: int = 0) -> bytes:
+        Returns:
+            ``(params, arrays)``: per ``.param``, :meth:`inline_check` (``int64``) then its
+            byte offset and size in the parameter buffer, how it is packed (``PACK_*``) and
+            its converter; per declared array, ``(index, bytes per element, extent program,
+            accepted element names)`` (:class:`~specdsl._runtime.arraychecks.ArrayCheck`).
+        """
+        params = []
+        for param, offset, convert in zip(self.signature.params, self.offsets,
+                                          self.converters, strict=True):
+            if param.count is not None:
+                how = PACK_BYTES
+            else:
+                how = {"f16": PACK_F16, "f32": PACK_F32, "f64": PACK_F64}.get(param.type,
+                                                                             PACK_INT)
+            params.append((*self.inline_check(param, int64=True), offset, param.size, how,
+                           convert))
+        arrays = [(check.position, check.size, check.program, check.accepted)
+                  for check in self.declared]
+        return params, arrays
+
+    def pack(self, args: tuple[Any, ...], stream: int = 0,
+             grid: tuple[int, ...] | None = None) -> bytes:
         """The parameter buffer for ``args``, as the driver would copy it (for tests and tools)."""
-        return struct.pack(self.fmt, *self.values(args, stream))
+        return struct.pack(self.fmt, *self.values(args, stream, grid))
 
     # -- per-parameter converters -------------------------------------------------
 
-    def _fail(self, param: Param, expected: str, value: Any) -> LaunchError:
+    def _fail(self, param: Param, expected: str, value: Any, what: str = "") -> LaunchError:
+        got = f"{what}: {describe(value)}" if what else describe(value)
         return LaunchError(f"{self.signature.entry}: parameter {param.name!r} "
-                           f"({param.describe()}) expects {expected} (got {describe(value)})")
+                           f"({param.describe()}) expects {expected} (got {got})")
 
     def _converter(self, param: Param) -> Converter:
         if param.count is not None:
@@ -282,7 +278,7 @@ class ArgumentPacker:
 
     def _float(self, param: Param) -> Converter:
         bits = param.bits
-        largest, exact = _FLOAT_MAX[bits], _FLOAT_EXACT[bits]
+        largest, exact = FLOAT_MAX[bits], FLOAT_EXACT[bits]
         expected = f"a float in the .f{bits} range (|x| <= {largest:g}; inf and nan pass)"
         fail = self._fail
 
@@ -328,31 +324,25 @@ class ArgumentPacker:
                "a .ptr without .align: PTX ISA 5.1.6.3")
         device_id = self.device_id
         fail = self._fail
-        expected = ("a device array (DLPack or __cuda_array_interface__), a cuda.core Buffer "
-                    "or a device pointer int")
+        check = self.arrays[self.signature.params.index(param)]
+        read = self._read
 
         def convert(value: Any, stream: int) -> int:
             if type(value) is int:
                 address = value
             else:
-                reader = READERS.get(type(value))
-                if reader is None:
-                    reader = reader_for(type(value))
-                if reader is None and (hasattr(value, "__cuda_array_interface__") or
-                                       hasattr(value, "__dlpack__")):
-                    reader = read_view  # an interface set on the object, not its type
-                if reader is None or is_bool_like(value):
-                    raise fail(param, expected, value)
-                try:
-                    address, device, problem = reader(value, stream)
-                except Exception as exc:  # the array's own accessors failed
-                    raise fail(param, f"{expected} (reading its address failed: {exc})",
-                               value) from None
-                if problem:
-                    raise fail(param, f"{expected} ({problem})", value)
+                facts = read(value, stream, param)
+                if facts is None:
+                    raise fail(param, _POINTER, value)
+                if facts.problem:
+                    raise fail(param, f"{_POINTER} ({facts.problem})", value)
+                address, device = facts.address, facts.device
                 if device_id is not None and device is not None and device != device_id:
                     raise fail(param, f"memory on device {device_id}, not device {device}",
                                value)
+                if check is not None and facts.element and not check.takes(facts.element):
+                    raise fail(param, check.expected_elements(), value,
+                               f"{facts.element} elements")
             if not 0 <= address < limit:
                 raise fail(param, f"a device address in [0, 2**{param.bits})", value)
             if address % align:
@@ -363,3 +353,30 @@ class ArgumentPacker:
             return address
 
         return convert
+
+    def _read(self, value: Any, stream: int, param: Param | None = None) -> ArrayFacts | None:
+        """What a pointer argument carries (its reader's :class:`ArrayFacts`), or ``None``
+        for a value no reader takes.
+
+        Raises:
+            LaunchError: the argument's own accessors failed (named for ``param``).
+        """
+        reader = READERS.get(type(value))
+        if reader is None:
+            reader = reader_for(type(value))
+        if reader is None and (hasattr(value, "__cuda_array_interface__") or
+                               hasattr(value, "__dlpack__")):
+            reader = read_view  # an interface set on the object, not its type
+        if reader is None or is_bool_like(value):
+            return None
+        try:
+            return reader(value, stream)
+        except Exception as exc:  # the array's own accessors failed
+            if param is None:
+                return None  # its converter explained (check_extents runs after them)
+            raise self._fail(param, f"{_POINTER} (reading its address failed: {exc})",
+                             value) from None
+
+
+_POINTER = ("a device array (DLPack or __cuda_array_interface__), a cuda.core Buffer or a "
+            "device pointer int")

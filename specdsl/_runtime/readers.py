@@ -2,9 +2,12 @@
 
 A pointer parameter takes a cuda.core ``Buffer``, a torch tensor, any object with
 ``__cuda_array_interface__`` or DLPack (read through cuda.core's ``StridedMemoryView``),
-or a NumPy integer holding an address. Each reader answers ``(address, device or None,
-problem or "")``; the converter of :mod:`specdsl._runtime.params` turns a problem into a
-:class:`~specdsl.errors.LaunchError`. Readers are chosen once per type (:data:`READERS`).
+a CuPy array, or a NumPy integer holding an address. Each reader answers an
+:class:`~specdsl._runtime.arraychecks.ArrayFacts`: the address, the device (or ``None``), a
+problem (or ``""``), and the element type and size where the argument carries them; the
+converter of :mod:`specdsl._runtime.params` turns a problem into a
+:class:`~specdsl.errors.LaunchError`, and checks the element type and size against the
+spec's array declarations. Readers are chosen once per type (:data:`READERS`).
 """
 
 from __future__ import annotations
@@ -13,39 +16,50 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Reader", "READERS", "reader_for", "read_int_like", "read_buffer", "read_torch",
-           "read_view", "buffer_type", "tensor_type"]
+from .arraychecks import ArrayFacts, element_name
 
-#: ``reader(value, stream) -> (address, device or None, problem or "")``.
-Reader = Callable[[Any, int], "tuple[int, int | None, str]"]
+__all__ = ["Reader", "READERS", "reader_for", "read_int_like", "read_buffer", "read_torch",
+           "read_cupy", "read_view", "buffer_type", "tensor_type"]
+
+#: ``reader(value, stream) -> ArrayFacts``.
+Reader = Callable[[Any, int], ArrayFacts]
 #: The reader of each argument type met so far.
 READERS: dict[type, Reader] = {}
 
 
-def read_int_like(value: Any, stream: int) -> tuple[int, int | None, str]:
-    return int(value), None, ""
+def read_int_like(value: Any, stream: int) -> ArrayFacts:
+    return ArrayFacts(int(value), None, "")
 
 
-def read_buffer(value: Any, stream: int) -> tuple[int, int | None, str]:
+def read_buffer(value: Any, stream: int) -> ArrayFacts:
     address = int(value.handle)
     if address == 0:
-        return 0, None, "the Buffer is closed or empty"
+        return ArrayFacts(0, None, "the Buffer is closed or empty")
     if not value.is_device_accessible:
-        return 0, None, "the Buffer is not device-accessible"
+        return ArrayFacts(0, None, "the Buffer is not device-accessible")
     device = value.device_id
-    return address, device if device >= 0 else None, ""
+    return ArrayFacts(address, device if device >= 0 else None, "", nbytes=int(value.size))
 
 
-def read_torch(value: Any, stream: int) -> tuple[int, int | None, str]:
+def read_torch(value: Any, stream: int) -> ArrayFacts:
     # torch's DLPack and CAI exports cost microseconds; data_ptr() reads the same address.
     if not value.is_cuda:
-        return 0, None, f"the tensor is on {value.device}, not a CUDA device"
+        return ArrayFacts(0, None, f"the tensor is on {value.device}, not a CUDA device")
     if not value.is_contiguous():
-        return 0, None, "the tensor is not contiguous"
-    return value.data_ptr(), value.get_device(), ""
+        return ArrayFacts(0, None, "the tensor is not contiguous")
+    return ArrayFacts(value.data_ptr(), value.get_device(), "", element_name(value.dtype),
+                      value.numel())
 
 
-def read_view(value: Any, stream: int) -> tuple[int, int | None, str]:
+def read_cupy(value: Any, stream: int) -> ArrayFacts:
+    """A ``cupy.ndarray`` (always device memory): its own attributes, no DLPack export."""
+    if not value.flags.c_contiguous:
+        return ArrayFacts(0, None, "the array is not C-contiguous")
+    return ArrayFacts(value.data.ptr, value.device.id, "", element_name(value.dtype),
+                      value.size)
+
+
+def read_view(value: Any, stream: int) -> ArrayFacts:
     """Any DLPack or ``__cuda_array_interface__`` object, through cuda.core's
     ``StridedMemoryView``: device-accessible and C-contiguous, or a problem."""
     from cuda.core.utils import StridedMemoryView
@@ -53,9 +67,9 @@ def read_view(value: Any, stream: int) -> tuple[int, int | None, str]:
     try:
         view = StridedMemoryView.from_any_interface(value, stream_ptr=stream)
     except Exception as exc:  # the producer refused the export
-        return 0, None, f"its array interface failed: {exc}"
+        return ArrayFacts(0, None, f"its array interface failed: {exc}")
     if not view.is_device_accessible:
-        return 0, None, "the array is in host memory"
+        return ArrayFacts(0, None, "the array is in host memory")
     strides = view.strides
     if strides is not None and view.size > 1:
         expected, step = [], 1
@@ -64,8 +78,12 @@ def read_view(value: Any, stream: int) -> tuple[int, int | None, str]:
             step *= extent
         if tuple(s for s, n in zip(strides, view.shape, strict=True) if n > 1) != tuple(
                 s for s, n in zip(reversed(expected), view.shape, strict=True) if n > 1):
-            return 0, None, "the array is not C-contiguous"
-    return view.ptr, view.device_id, ""
+            return ArrayFacts(0, None, "the array is not C-contiguous")
+    try:
+        element = element_name(view.dtype)
+    except Exception as exc:  # a type cuda.core cannot name (bfloat16 without ml_dtypes)
+        element = f"unnamed ({exc})"
+    return ArrayFacts(view.ptr, view.device_id, "", element, view.size)
 
 
 def reader_for(kind: type) -> Reader | None:
@@ -80,6 +98,8 @@ def reader_for(kind: type) -> Reader | None:
         reader = read_buffer
     elif module.startswith("torch") and hasattr(kind, "data_ptr") and hasattr(kind, "is_cuda"):
         reader = read_torch
+    elif module.startswith("cupy") and kind.__name__ == "ndarray":
+        reader = read_cupy
     elif hasattr(kind, "__cuda_array_interface__") or hasattr(kind, "__dlpack__"):
         reader = read_view
     else:

@@ -26,7 +26,7 @@ PURE_PYTHON_ENV = Knobs.pure_python.name
 
 # specdsl._runtime._speedups.INTERFACE this Python code is written against: a stale build (an
 # editable install whose .pyx changed since) is not used.
-_INTERFACE = 3
+_INTERFACE = 4
 
 
 @functools.cache

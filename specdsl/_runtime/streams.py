@@ -1,20 +1,60 @@
 """Streams: the ``CUstream`` handle and the device of the stream objects users pass.
 
-A stream is a cuda.core ``Stream``, any object with ``__cuda_stream__`` or a
-``torch.cuda.Stream``; a raw int is refused, since it says nothing of its device. A
-:class:`StreamResolver` turns each into the :class:`Streams` a launch takes, once it has
-checked that the stream belongs to the executor's device.
+A stream is a cuda.core ``Stream``, any object with ``__cuda_stream__``, a
+``torch.cuda.Stream``, or :data:`TORCH_CURRENT_STREAM` (torch's current stream of the
+executor's device, read as a handle on each launch, with no stream object made); a raw
+int is refused, since it says nothing of its device. A :class:`StreamResolver` turns each
+into the :class:`Streams` a launch takes, once it has checked that the stream belongs to
+the executor's device.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import LaunchError
-from .params import describe
+from .scalars import describe
 
-__all__ = ["Streams", "StreamDriver", "StreamResolver", "stream_handle", "stream_device"]
+__all__ = ["Streams", "StreamDriver", "StreamResolver", "stream_handle", "stream_device",
+           "TORCH_CURRENT_STREAM", "torch_current_stream"]
+
+
+class _TorchCurrentStream:
+    """The type of :data:`TORCH_CURRENT_STREAM` (one object)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "specdsl.TORCH_CURRENT_STREAM"
+
+    def __reduce__(self) -> str:
+        return "TORCH_CURRENT_STREAM"
+
+
+#: ``stream=TORCH_CURRENT_STREAM``: launch on torch's current stream of the executor's
+#: device (``torch.cuda.current_stream(device)``), read on each launch as a raw handle
+#: (``torch._C._cuda_getCurrentRawStream``) without making a stream object. The stream
+#: belongs to the executor's device by construction; with ``Executor.bind`` it is read on
+#: each call of the bound launcher, so a bound launcher follows ``torch.cuda.stream(...)``
+#: contexts and CUDA-graph capture. Needs torch imported.
+TORCH_CURRENT_STREAM = _TorchCurrentStream()
+
+
+def torch_current_stream() -> Callable[[int], int]:
+    """torch's reader of a device's current stream handle: ``read(device) -> int``.
+
+    Raises:
+        LaunchError: torch is not imported, or has no CUDA support.
+    """
+    torch = sys.modules.get("torch")
+    read = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if read is None:
+        raise LaunchError("stream=TORCH_CURRENT_STREAM reads torch's current stream: "
+                          "import a CUDA build of torch first")
+    reader: Callable[[int], int] = read
+    return reader
 
 
 class Streams(NamedTuple):
@@ -125,6 +165,7 @@ class StreamResolver:
         self.driver = driver
         # (stream object, its Streams, its device) last checked
         self._last: tuple[Any, Streams, int | None] = (None, Streams(-1, None), None)  # none yet
+        self._current: Callable[[int], int] | None = None  # torch's, once asked for
 
     def resolve(self, stream: Any) -> Streams:
         """The :class:`Streams` of ``stream``, once its device is checked to be this one.
@@ -133,6 +174,11 @@ class StreamResolver:
             LaunchError: not a stream object, a closed stream, a stream of another device
                 or one the driver does not know.
         """
+        if stream is TORCH_CURRENT_STREAM:  # the device's own: nothing to check
+            if self._current is None:
+                self._current = torch_current_stream()
+            handle = self._current(self.device_id)
+            return Streams(handle, self.driver.core_stream(stream, handle))
         handle = stream_handle(stream)
         last_stream, last, last_device = self._last
         if last.handle == handle and last_stream is stream:

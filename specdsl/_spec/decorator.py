@@ -31,6 +31,7 @@ from ..errors import (
     SpecError,
     UnreadFieldWarning,
 )
+from .arrays import ArrayDeclarations, parse_arrays
 from .fields import (
     BAKED,
     LAUNCH,
@@ -47,7 +48,7 @@ __all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "l
 T = TypeVar("T", bound=type)
 
 #: Field names a spec may not use: they are template context names or spec API.
-RESERVED = frozenset(CONTEXT_NAMES | {"key", "require", "require_target"})
+RESERVED = frozenset(CONTEXT_NAMES | {"key", "require", "require_target", "arrays"})
 
 
 @attrs.frozen
@@ -62,6 +63,8 @@ class SpecInfo:
         facts: what the template (with everything it reaches) reads, and its digest.
         env: the Jinja environment that renders it.
         has_key: whether the class defines a hand-written ``key()``.
+        arrays: its parsed array declarations (the class attribute ``arrays``:
+            :mod:`specdsl._spec.arrays`), or ``None`` without any.
     """
 
     cls_name: str
@@ -73,6 +76,7 @@ class SpecInfo:
     facts: TemplateFacts
     env: jinja2.Environment = attrs.field(eq=False, repr=False)
     has_key: bool = False
+    arrays: ArrayDeclarations | None = None
 
 
 # PEP 681, for type checkers: a @kernel_spec class gets an __init__ taking its fields (by
@@ -110,7 +114,14 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
             variable: a class already made by ``@attrs.define``/``@attrs.frozen`` or
             ``@dataclass``, a field without a role or with an unsupported type, a reserved
             field name, a missing template, a template that reads a launch field or a
-            name that is neither a baked field nor ``target``/``entry``.
+            name that is neither a baked field nor ``target``/``entry``, or an ``arrays``
+            declaration that does not parse or names what it may not
+            (:mod:`specdsl._spec.arrays`).
+
+    A class attribute ``arrays`` declares each pointer parameter's element type and shape
+    (``arrays = {"x": "dtype[rows, hidden]"}``, see ``docs/writing-specs.md``): launches
+    then refuse an array of another element type, or one too small for what the launch
+    touches.
     """
     if not isinstance(template, str) or not template:
         raise SpecDefinitionError(f"kernel_spec template must be a file name (got {template!r})")
@@ -154,6 +165,7 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
             cls_name=f"{cls.__module__}.{name}", template=template, entry=entry,
             search_path=search_path, baked=baked_names, launch=launch_names, facts=facts,
             env=env, has_key=callable(getattr(built, "key", None)),
+            arrays=_arrays(name, built, fields),
         )
         made: Any = built  # the attrs class, given specdsl's attribute and __init__
         made.__specdsl__ = info
@@ -161,6 +173,17 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         return built
 
     return wrap
+
+
+def _arrays(owner: str, cls: type, fields: tuple[attrs.Attribute[Any], ...]
+            ) -> ArrayDeclarations | None:
+    """The class's ``arrays`` declarations, parsed (``None`` without any)."""
+    declared = getattr(cls, "arrays", None)
+    if declared is None:
+        return None
+    hints = typing.get_type_hints(cls)
+    return parse_arrays(owner, declared,
+                        {f.name: (role_of(f) or "", hints.get(f.name)) for f in fields})
 
 
 def _refuse_made_classes(cls: type) -> None:

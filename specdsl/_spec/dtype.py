@@ -52,6 +52,8 @@ class DType(enum.Enum):
     U32 = "u32"
     I8 = "i8"
     U8 = "u8"
+    I64 = "i64"
+    U64 = "u64"
 
     @property
     def ptx(self) -> str:
@@ -95,10 +97,11 @@ class DType(enum.Enum):
         Accepted, case-insensitively for names: a member; its short name (``"bf16"``) or
         member name (``"BF16"``); an alias (``"bfloat16"``, ``"float16"``, ``"half"``,
         ``"float32"``, ``"single"``, ``"float64"``, ``"double"``, ``"float8_e4m3fn"``,
-        ``"float8_e5m2"``, ``"int32"``, ``"uint32"``, ``"int8"``, ``"uint8"``, and the PTX
-        names ``"e4m3"``, ``"e5m2"``, ``"s32"``, ``"s8"``); a torch dtype (``torch.half``);
-        a NumPy scalar type or dtype of native or little-endian byte order
-        (``np.float16``, ``np.dtype("<f4")``; ml_dtypes' ``bfloat16`` and float8 types too).
+        ``"float8_e5m2"``, ``"int32"``, ``"uint32"``, ``"int8"``, ``"uint8"``, ``"int64"``,
+        ``"uint64"``, and the PTX names ``"e4m3"``, ``"e5m2"``, ``"s32"``, ``"s8"``,
+        ``"s64"``); a torch dtype (``torch.half``); a NumPy scalar type or dtype of native
+        or little-endian byte order (``np.float16``, ``np.dtype("<f4")``; ml_dtypes'
+        ``bfloat16`` and float8 types too).
 
         Raises:
             SpecError: ``value`` names no dtype, or names one ambiguously (``"float"`` is
@@ -149,6 +152,8 @@ _TABLE: dict[DType, tuple[str, int, str, str]] = {
     DType.U32: ("u32", 32, "u32", "uint32"),
     DType.I8: ("s8", 8, "s8", "int8"),
     DType.U8: ("u8", 8, "u8", "uint8"),
+    DType.I64: ("s64", 64, "s64", "int64"),
+    DType.U64: ("u64", 64, "u64", "uint64"),
 }
 
 
@@ -168,17 +173,17 @@ _ALIASES: dict[str, DType] = {
     "uint32": DType.U32,
     "int8": DType.I8, "s8": DType.I8,
     "uint8": DType.U8,
+    "int64": DType.I64, "s64": DType.I64,
+    "uint64": DType.U64,
 }
 _SHOWN_ALIASES = ("float32", "float16", "half", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-                  "float64", "double", "int32", "uint32", "int8", "uint8")
+                  "float64", "double", "int32", "uint32", "int8", "uint8", "int64", "uint64")
 
 #: Names that mean different formats in different libraries, or formats PTX lacks: why.
 _REFUSED: dict[str, str] = {
     "float": "ambiguous: float32 in torch, float64 in NumPy and Python; write 'f32' or 'f64'",
-    "int": "ambiguous: int32 in C, int64 in NumPy and Python; write 'i32' (64-bit integers "
-           "are no DType)",
-    "long": "ambiguous: int64 in torch, int32 or int64 in C; write 'i32' (64-bit integers "
-            "are no DType)",
+    "int": "ambiguous: int32 in C, int64 in NumPy and Python; write 'i32' or 'i64'",
+    "long": "ambiguous: int64 in torch, int32 or int64 in C; write 'i32' or 'i64'",
     "fp8": "ambiguous: write 'f8e4m3' (float8_e4m3fn) or 'f8e5m2' (float8_e5m2)",
     "float8": "ambiguous: write 'f8e4m3' (float8_e4m3fn) or 'f8e5m2' (float8_e5m2)",
     "float8_e4m3fnuz": "its FNUZ format (no negative zero, another exponent bias) is not "

@@ -148,6 +148,13 @@ class Fp8Quant:
            for h in (7168, 18432, 131072)]
     )
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations"):
+    #: one row per CTA, so the rows are grid.x; no scale for static_baked.
+    arrays = {"x": "dtype[grid.x, hidden]", "q": "e4m3[grid.x, hidden]",
+              "scale": "f32[grid.x] if scale_mode == 'dynamic' else "
+                       "f32[grid.x, hidden / 128] if scale_mode == 'group' else "
+                       "f32[1] if scale_mode == 'static_param' else None"}
+
     @property
     def lanes(self) -> int:
         """Elements per 16-byte input vector (the widest load)."""

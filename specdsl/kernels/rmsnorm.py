@@ -133,6 +133,11 @@ class RMSNorm:
     variants = {"hidden": [4096, 8192, 4100, 4097, 131072, 131073],
                 "dtype": ["bf16", "f16", "f32"], "fused_residual": [False, True]}
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
+    arrays = {"x": "dtype[rows, hidden]",
+              "residual": "dtype[rows, hidden] if fused_residual else None",
+              "weight": "dtype[hidden]", "y": "dtype[rows, hidden]"}
+
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector (the widest load)."""

@@ -96,6 +96,13 @@ class RMSNormQuant:
         + [{"hidden": 7168, "scale_mode": "group", "fused_residual": True},
            {"hidden": 16384, "scale_mode": "dynamic", "fused_residual": True}])
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
+    arrays = {"x": "dtype[rows, hidden]",
+              "residual": "dtype[rows, hidden] if fused_residual else None",
+              "weight": "dtype[hidden]", "q": "e4m3[rows, hidden]",
+              "scale": "f32[rows] if scale_mode == 'dynamic' else "
+                       "f32[rows, hidden / 128] if scale_mode == 'group' else f32[1]"}
+
     @property
     def vector(self) -> int:
         """Elements one load moves (see :attr:`RMSNorm.vector <specdsl.kernels.RMSNorm.vector>`)."""

@@ -90,6 +90,10 @@ class RoPE:
     #: the requests `specdsl verify --grid` compiles
     variants = {"dtype": ["f32", "f16", "bf16"], "style": ["neox", "gptj"]}
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
+    arrays = {"q": "dtype[tokens, q_heads, head_dim]", "k": "dtype[tokens, kv_heads, head_dim]",
+              "positions": "int64[tokens]"}
+
     @property
     def rotary(self) -> int:
         """The rotated elements per row (``rotary_dim``, or ``head_dim`` when None)."""

@@ -65,6 +65,9 @@ class SiluMul:
     #: the requests `specdsl verify --grid` compiles
     variants = {"dtype": ["f32", "f16", "bf16"], "d": [4096, 8192]}
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
+    arrays = {"x": "dtype[tokens, 2 * d]", "out": "dtype[tokens, d]"}
+
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector."""

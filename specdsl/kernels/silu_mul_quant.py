@@ -94,6 +94,11 @@ class SiluMulQuant:
         + [{"d": 18432, "scale_mode": "group"}, {"d": 4097, "scale_mode": "dynamic"},
            {"d": 53248, "scale_mode": "dynamic"}])
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
+    arrays = {"x": "dtype[tokens, 2 * d]", "q": "e4m3[tokens, d]",
+              "scale": "f32[tokens] if scale_mode == 'dynamic' else "
+                       "f32[tokens, d / 128] if scale_mode == 'group' else f32[1]"}
+
     @property
     def vector(self) -> int:
         """Elements one load moves: the largest power of two dividing ``d``, up to 16 bytes."""

@@ -204,6 +204,9 @@ class Softmax:
         + [{"cols": c, "dtype": d} for c in (4097, 4100, 50257, 131073)
            for d in ("bf16", "f16", "f32")])
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
+    arrays = {"x": "dtype[rows, cols]", "y": "dtype[rows, cols]"}
+
     @property
     def lanes(self) -> int:
         """Elements per 16-byte vector (the widest load)."""

@@ -36,6 +36,10 @@ class VectorAdd:
                          doc="element type: f32, f16 or bf16")
     block: int = launch(256, validator=block_size, doc="threads per CTA")
 
+    #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations"):
+    #: launches refuse another element type, or an array shorter than n.
+    arrays = {"a": "dtype[n]", "b": "dtype[n]", "out": "dtype[n]"}
+
     @property
     def lanes(self) -> int:
         """Elements per thread (one 16-byte vector)."""

@@ -1,26 +1,33 @@
 """Where the ops meet the executor: one :class:`~specdsl.Executor` per device, torch's
 current stream, and the launch.
 
-Every op launches through :func:`launch`; it is the one place that reads torch's current
-stream and hands it to ``Executor.launch``, so a cheaper way to read the stream replaces
-one function.
+Every op launches through :func:`launch`: a launcher bound once per (request, geometry,
+device) (``Executor.bind``) on ``stream=TORCH_CURRENT_STREAM``, which reads torch's
+current stream as a handle on each call, with no stream object made. An op call then
+pays for one dictionary lookup and the bound launcher's checks and driver call.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .._runtime.executor import Executor
+from .._runtime.streams import TORCH_CURRENT_STREAM
 from ..errors import LaunchError
 
 __all__ = ["executor", "use_executor", "launch", "current_stream", "cluster_sm_count"]
 
 _executors: dict[int, Executor] = {}
 _lock = threading.Lock()
+# (request, (grid, block), device) -> its bound launcher; requests differing in rows each
+# take a slot, and past this many the memo starts over (modules stay cached)
+_bound: dict[tuple[Any, Any, int], Callable[..., None]] = {}
+_BOUND_LIMIT = 4096
 
 
 def _index(device: Any) -> int:
@@ -88,6 +95,7 @@ def use_executor(executor: Executor) -> Executor | None:
     with _lock:
         previous = _executors.get(executor.device_id)
         _executors[executor.device_id] = executor
+        _bound.clear()  # launchers bound to the replaced executor
     return previous
 
 
@@ -109,14 +117,20 @@ def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torc
         RenderError, CompileError: the first launch of a request cannot build its module.
     """
     index = device.index
-    run = _executors.get(index) or executor(index)
-    grid, block = dims
-    stream = current_stream(index)
-    if torch.cuda.current_device() == index:
-        run.launch(spec, *args, grid=grid, block=block, stream=stream)
+    key = (spec, dims, index)
+    bound = _bound.get(key)
+    if bound is None:
+        run = _executors.get(index) or executor(index)
+        grid, block = dims
+        bound = run.bind(spec, grid=grid, block=block, stream=TORCH_CURRENT_STREAM)
+        if len(_bound) >= _BOUND_LIMIT:
+            _bound.clear()
+        _bound[key] = bound
+    if torch._C._cuda_getDevice() == index:  # torch.cuda.current_device(), less its checks
+        bound(*args)
     else:
         with torch.cuda.device(index):
-            run.launch(spec, *args, grid=grid, block=block, stream=stream)
+            bound(*args)
 
 
 @functools.cache
