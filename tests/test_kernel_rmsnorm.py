@@ -273,15 +273,19 @@ def test_gpu_odd_lengths_match_reference(dtype, hidden, fused, rows):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,hidden,fused", [
     ("bf16", 4100, False), ("f16", 4098, True), ("bf16", 131072, False), ("bf16", 131072, True),
-    ("f32", 65540, True), ("bf16", 200000, False)])
+    ("f32", 65540, True), ("bf16", 200000, False),
+    # chunks of 16-byte vectors: whole (262144), partial last (65544, 131080), f32 in 3
+    ("f16", 65544, False), ("f16", 65544, True), ("bf16", 262144, True), ("bf16", 131080, False),
+    ("f32", 65544, False), ("f32", 65544, True)])
 def test_gpu_narrow_and_long_rows_match_reference(dtype, hidden, fused):
     """On the GPU, rows of 8- and 4-byte vectors and rows longer than the registers (two
-    passes; with the residual, s written in pass 1 and read back in pass 2) match."""
+    passes; with the residual, s written in pass 1 and read back in pass 2) match, on 5
+    rows: each CTA's chunk loop stops at its own row's end."""
     from specdsl import Executor
     from specdsl.demo import run_case
 
     rng = np.random.default_rng(hidden)
-    case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=3)
+    case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=5)
     errors = run_case(Executor(), case, rng)
     for name, error in errors.items():
         assert error <= case.tolerance, f"{name}: relative error {error} > {case.tolerance}"

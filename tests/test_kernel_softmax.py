@@ -154,6 +154,8 @@ GPU_CASES = [
     ("bf16", 8, 1.0, 1), ("bf16", 32768, 0.5, 5), ("bf16", 131072, 1.0, 2),
     ("bf16", MAX_COLS, 1.0, 1), ("f32", MAX_COLS, 1.0, 1), ("f16", 50000, 2.0, 3),
     ("bf16", 4096, 0.0, 2), ("f16", 131072, 0.125, 2),
+    # several long rows in chunks of 16-byte vectors: whole, and a partial last chunk
+    ("f16", MAX_COLS, 1.0, 3), ("bf16", 65544, -0.5, 5), ("f32", 65544, 1.0, 4),
 ]
 # (dtype, cols, scale, rows, split): rows shared by a cluster of CTAs
 SPLIT_CASES = [
@@ -413,10 +415,11 @@ def test_gpu_odd_lengths_match_reference(dtype, cols, scale, rows):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,cols,split", [
-    ("bf16", 4100, 1), ("f16", 4098, 1), ("f32", 4098, 1), ("bf16", 4098 * 4, 4),
-    ("bf16", 262143, 1)])
+    ("bf16", 4100, 1), ("f16", 4098, 1), ("f32", 4098, 1), ("bf16", 4098, 3), ("f16", 4100, 5),
+    ("f32", 4098 * 7, 7), ("bf16", 262143, 1)])
 def test_gpu_narrow_vectors_match_reference(dtype, cols, split):
-    """On the GPU, rows of 8- and 4-byte vectors (split or not) and the longest odd row
+    """On the GPU, rows of 8- and 4-byte vectors (split or not: a narrow vector means an
+    odd number of vectors, so only an odd split divides the row) and the longest odd row
     (8 chunks) match the float64 softmax."""
     from specdsl import Executor
     from specdsl.demo import run_case
