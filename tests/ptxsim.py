@@ -39,9 +39,10 @@ def shared_arrays(ptx: str) -> dict[str, int]:
 
 def segments(ptx: str, kind: str = "CTA") -> list[tuple[dict[str, str], list[str]]]:
     """The stretches of ``ptx`` between ``// {kind} <op>-reduce of ...`` and
-    ``// end of {kind} <op>-reduce``, with the facts the opening comment names."""
+    ``// end of {kind} <op>-reduce``, with the facts the opening comment names (``acc``:
+    one register, or several reduced side by side, comma-separated)."""
     found, lines = [], ptx.splitlines()
-    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+) over (\d+) (?:warp|CTA)\(s\) "
+    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+(?:,%\w+)*) over (\d+) (?:warp|CTA)\(s\) "
                          rf"in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
     for i, line in enumerate(lines):
         match = opening.fullmatch(line)
@@ -174,7 +175,8 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
         write(args[0], (value(args[2]) + 1) * _WINDOW + value(args[1]))
     elif op in ("st.shared.b32", "ld.shared.b32", "ld.shared::cluster.b32"):
         is_store = op.startswith("st")
-        address = value((args[0] if is_store else args[1]).strip("[]"))
+        base, _, offset = (args[0] if is_store else args[1]).strip("[]").partition("+")
+        address = value(base) + int(offset or "0")
         data = value(args[1]) if is_store else None
         if np.any(active != active[0]) or np.any(address != address[0]):
             raise SimError(f"{code}: guards or addresses differ between cases (the model "
@@ -203,6 +205,9 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
 # --- which vectors of a row each pass touches ---------------------------------------------
 
 _SETP = re.compile(r"setp\.lt\.u32\s+(%\w+),\s*%\w+,\s*(\d+);")
+#: a row guard of a CTA that takes several rows (``setp.lt.u32 %prow1, %r9, %r2``: row < rows)
+_ROW_SETP = re.compile(r"setp\.lt\.u32\s+(%\w+),\s*%\w+,\s*%\w+;")
+_AND_PRED = re.compile(r"and\.pred\s+(%\w+),\s*(%\w+),\s*(%\w+);")
 _LOOP_END = re.compile(r"@(%\w+) bra\s+(\w+);")
 
 
@@ -213,7 +218,10 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
 
     Follows what the row templates (rmsnorm, softmax, fp8_quant) do: every thread ``t`` of
     the CTA accesses ``[cursor+offset]`` at vector ``(base + offset) / vector_bytes + t``
-    unless its guard ``@%p`` was set by ``setp.lt.u32 %p, %tid, N`` with ``t >= N``; a
+    unless its guard ``@%p`` was set by ``setp.lt.u32 %p, %tid, N`` with ``t >= N`` (a row
+    guard of a CTA that takes several rows, ``setp.lt.u32 %prow, %row, %rows``, lets every
+    thread through: the model's launch holds every row; ``and.pred`` takes the stricter
+    of two guards, so a CTA's rows ``i`` show as vectors ``i * row vectors + v``); a
     cursor moves by ``add.u64 c, c, step`` and is reset to the row's start by ``mov.u64
     c, %rd..`` (which begins a new pass); a loop ``LABEL: ... @%p3 bra LABEL`` runs
     ``N`` times, ``N`` from its ``setp.lt.u32 %p3, %chunk, N``.
@@ -245,6 +253,12 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
                 continue
             if m := _SETP.match(line):
                 state["guards"][m.group(1)] = int(m.group(2))
+            elif m := _ROW_SETP.match(line):
+                state["guards"][m.group(1)] = threads
+            elif m := _AND_PRED.match(line):
+                # a predicate no setp.lt.u32 set (Fp8Quant's group-leader %p1) does not limit
+                state["guards"][m.group(1)] = min(state["guards"].get(m.group(2), threads),
+                                                  state["guards"].get(m.group(3), threads))
             elif m := re.match(r"add\.u64\s+(%\w+),\s*\1,\s*(\d+);", line):
                 if m.group(1) in cursors:
                     state["base"][m.group(1)] += int(m.group(2))

@@ -24,6 +24,7 @@ import kernels  # noqa: E402
 import liger_peers  # noqa: E402
 import ncu_report  # noqa: E402
 import ncu_targets  # noqa: E402
+import variants  # noqa: E402
 
 COPY = 4.0e12  # bytes per second of the made-up runs
 
@@ -425,3 +426,35 @@ def test_liger_rope_adapter_matches_the_reference(cpu_torch, monkeypatch):
                 if c.kernel == "RoPE" and c.tokens == 16)
     passed, records = harness.check_all(cpu_torch, case, {"liger": case.peers["liger"]()})
     assert "liger" in passed, records
+
+
+# --- variants.py: issue 15's copy-rate sweep ----------------------------------------------
+
+def test_copy_rate_sweep_times_each_candidate_after_its_default():
+    """copy-rate builds (without a GPU) every candidate of RMSNorm, RMSNorm+residual, Softmax
+    and RoPE at 16384 tokens x 4096 and 8192 and at 16 tokens, the default request first."""
+    cases = variants.copy_rate(None)
+    shapes: dict = {}
+    for case in cases:
+        shapes.setdefault((case.kernel, case.tokens, case.series.split()[0]), []).append(case)
+    for kernel in ("RMSNorm", "RMSNorm+residual", "Softmax", "RoPE"):
+        for tokens, widths in ((16384, (4096, 8192)), (16, (4096,))):
+            for width in widths:
+                first = {"RoPE": f"heads={width // 128}+8x128", "Softmax": f"cols={width}"}.get(
+                    kernel, f"hidden={width}")
+                found = shapes[(kernel, tokens, first)]
+                assert variants.is_default(found[0]) and len(found) >= 2
+                assert not any(variants.is_default(c) for c in found[1:])
+    assert len(cases) <= 50  # about two minutes a round on an H200
+
+
+def test_copy_rate_row_reports_both_copy_percentages():
+    """A row gives the event and graph times, % of the 1 GiB copy's rate, % of a same-size
+    copy, and Liger's time where it ran."""
+    record = {"kernel": "RMSNorm", "tokens": 16, "series": "hidden=4096", "detail": "",
+              "bytes_moved": 400_000_000, "copy": {"event_us": 95.0, "graph_us": 90.0},
+              "impls": {"specdsl": {"event_us": 100.0, "graph_us": 92.0},
+                        "liger": {"event_us": 110.0}}}
+    assert variants.row_cells(record, 4.0e12) == (
+        "RMSNorm | tokens=16 hidden=4096 | 100.00 | 92.00 | 100.0 | 95.0 | 95.00 (90.00) | "
+        "110.00 | - |")

@@ -115,3 +115,32 @@ def test_suggested_split_is_always_accepted(dtype):
             split = suggested_split(cols, dtype, rows)
             spec = Softmax(cols=cols, dtype=dtype, split=split)
             assert spec.chunks == 1 or split == 1
+
+
+@pytest.mark.parametrize("name", ["RMSNorm", "Softmax"])
+@pytest.mark.parametrize("rows", [2, 4])
+def test_a_rows_per_cta_default_is_never_refused(name, rows, monkeypatch):
+    """With ROWS_PER_CTA switched to 2 or 4 (the one-line change a benchmark may call for),
+    the rows_per_cta default still fits every length: fewer rows where the registers cannot
+    hold that many, 1 for chunked or split rows."""
+    import importlib
+
+    import specdsl.kernels as kernels
+    from specdsl import SpecError
+
+    module = importlib.import_module(f"specdsl.kernels.{name.lower()}")
+    monkeypatch.setattr(module, "ROWS_PER_CTA", rows)
+    cls = getattr(kernels, name)
+    field, longest, choices = ROW_KERNELS[name]
+    chosen = set()
+    for length in _lengths(longest)[::5]:
+        for dtype in ("bf16", "f32"):
+            for choice in choices:
+                try:
+                    spec = cls(**{field: length, "dtype": dtype, **choice})
+                except SpecError as error:
+                    assert f"{name}.rows_per_cta" not in str(error) and \
+                        f"{name}.block" not in str(error), str(error)
+                    continue
+                chosen.add(spec.rows_per_cta)
+    assert rows in chosen and 1 in chosen
