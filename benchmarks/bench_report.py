@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
 
 #: Implementations in column order, with their labels.
 IMPLS = ("specdsl", "liger", "compile", "eager")
@@ -254,7 +254,7 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
                                  squeeze=False)
         kernels = {kernel for kernel, _ in panels}
         top = 110.0
-        for ax, ((kernel, series), cases) in zip(axes.flat, panels.items()):
+        for ax, ((kernel, series), cases) in zip(axes.flat, panels.items(), strict=False):  # spare cells
             for impl in columns(cases) + ("copy",):
                 points = [(c["tokens"], percent_of_copy(c["bytes_moved"], entry["event_us"],
                                                          copy_rate))
@@ -263,7 +263,7 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
                           if entry and "event_us" in entry]
                 if points:
                     top = max(top, 1.05 * max(y for _, y in points))
-                    ax.plot(*zip(*points), marker="o", markersize=3, label=LABELS[impl],
+                    ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=LABELS[impl],
                             color=COLORS[impl], linestyle="--" if impl == "copy" else "-",
                             linewidth=1 if impl == "copy" else 1.5)
             ax.set_xscale("log", base=2)

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from harness import BenchCase, Impl, Launcher, from_bits, host, to_bits
+
 from specdsl import DType
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
 from specdsl.kernels import fp8_quant as fp8_quant_module

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-
 import cases_norm
 import cases_pointwise
 from harness import BenchCase

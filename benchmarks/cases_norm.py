@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 import liger_peers
+import numpy as np
 from harness import BenchCase, from_bits, host, to_bits
+
 from specdsl import DType
 from specdsl.kernels import RMSNorm, Softmax
 from specdsl.kernels import rmsnorm as rmsnorm_module

@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import numpy as np
-
 import liger_peers
+import numpy as np
 from harness import BenchCase, host
+
 from specdsl.kernels import Fp8Quant, RoPE, SiluMul
 from specdsl.kernels import fp8_quant as fp8_quant_module
 from specdsl.kernels import rope as rope_module

@@ -9,7 +9,7 @@ disk-cache folder that is either empty (every template is parsed and compiled by
 Jinja, every kernel rendered and compiled with nvJitLink) or warm (filled by an earlier
 process: templates load from Jinja's bytecode cache, every kernel is rendered and its
 cubin read and validated from disk). In the child, per kernel: device buffers for the
-kernel's representative request (``specdsl.variants.representative_request``) and its
+kernel's representative request (``specdsl._review.variants.representative_request``) and its
 ``example()`` case are made outside the timed region; the timed region is the first
 ``Executor.launch`` (render, disk cache or compile, module load, argument checks,
 launch) and a stream synchronize. Also reported: the process's ``import specdsl`` and
@@ -42,8 +42,8 @@ from specdsl.kernels import ALL
 t3 = time.perf_counter()
 import numpy as np
 from specdsl import Executor
-from specdsl.variants import representative_request
-from specdsl.kernels._case import Output
+from specdsl._review.variants import representative_request
+from specdsl.kernels.case import Output
 import importlib
 t3b = time.perf_counter()
 executor = Executor(0, cache_dir=sys.argv[1])

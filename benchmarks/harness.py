@@ -27,17 +27,15 @@ no call finds its inputs in cache.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
-# The kernels' shared helpers move from specdsl/kernels/_case.py to specdsl/kernels/case.py.
-try:
-    from specdsl.kernels.case import from_bits, relative_error, to_bits
-except ImportError:
-    from specdsl.kernels._case import from_bits, relative_error, to_bits
+from specdsl.kernels.case import from_bits, relative_error, to_bits
 
 __all__ = ["BenchCase", "Impl", "Launcher", "Unavailable", "IMPLS", "from_bits", "to_bits",
            "row_picks", "host", "clone_inputs", "describe_error", "implementations",
@@ -106,7 +104,7 @@ class BenchCase:
     series: str
     bytes_moved: int
     make_inputs: Callable[[], tuple]
-    run_specdsl: Callable[["Launcher", tuple], Any]
+    run_specdsl: Callable[[Launcher, tuple], Any]
     run_torch: Callable[..., Any]
     torch_args: Callable[[tuple], tuple] = attrs.field(default=lambda inputs: inputs)
     expected: Callable[[tuple, Any], tuple] | None = None
@@ -191,7 +189,7 @@ def check_impl(torch: Any, case: BenchCase, impl: Impl, inputs: tuple, rows: Any
     if len(outputs) != len(expected):
         raise ValueError(f"{len(outputs)} outputs, the reference has {len(expected)}")
     errors = []
-    for output, reference in zip(outputs, expected):
+    for output, reference in zip(outputs, expected, strict=True):
         errors.append(relative_error(host(output, rows).reshape(reference.shape), reference))
     return max(errors)
 
@@ -207,7 +205,7 @@ def device_times(torch: Any, fn: Callable[[int], Any], sets: int, launches: int)
         fn(i % sets)
         ends[i].record()
     torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=True)]
 
 
 def graph_seconds(torch: Any, fn: Callable[[int], Any], sets: int, count: int,
@@ -305,10 +303,8 @@ def _time(torch: Any, fn: Callable[[int], Any], sets: int, launches: int,
 
 def _settle(torch: Any) -> None:
     """Wait for the device after a failure, whose error may surface here again."""
-    try:
+    with contextlib.suppress(Exception):  # already reported by the caller
         torch.cuda.synchronize()
-    except Exception:  # already reported by the caller
-        pass
 
 
 def check_all(torch: Any, case: BenchCase, impls: Mapping[str, Impl | str]

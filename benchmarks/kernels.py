@@ -52,8 +52,7 @@ for _path in (str(ROOT), str(Path(__file__).resolve().parent)):
 
 import bench_report  # noqa: E402  (benchmarks/ is on sys.path)
 import liger_peers  # noqa: E402
-from harness import (BenchCase, Launcher, copy_bandwidth, implementations,  # noqa: E402
-                     measure_case)
+from harness import BenchCase, Launcher, copy_bandwidth, implementations, measure_case  # noqa: E402
 
 #: ``--quick``: these token counts, and the first series (hidden size) of each kernel.
 QUICK_TOKENS = (16, 16384)

@@ -87,9 +87,9 @@ def main() -> int:
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, launch
 
-    from specdsl import DType, Executor
+    from specdsl import DType, Executor, key_checking
+    from specdsl._runtime.launchers import core_launcher, driver_launcher
     from specdsl.kernels import VectorAdd
-    from specdsl.ledger import key_checking
     from specdsl.speedups import PURE_PYTHON_ENV, compiled
 
     executor = Executor(0, cache_dir=tempfile.mkdtemp())
@@ -143,12 +143,12 @@ def main() -> int:
     def specdsl_bound():
         bound(a, b, out, N)
 
-    # the plain-Python launch path, where the compiled one is built (specdsl.speedups):
-    # _launch_python is what Executor.launch is in an install without the extension
+    # the plain-Python launch path, where the compiled one is built (specdsl.speedups): an
+    # executor made with it set launches as one in an install without the extension does
     os.environ[PURE_PYTHON_ENV] = "1"
     try:
         pure = Executor(0, cache_dir=executor.disk_cache.path)
-        pure_launch, pure_bound = pure._launch_python, pure.bind(spec, grid=grid, block=block)
+        pure_launch, pure_bound = pure.launch, pure.bind(spec, grid=grid, block=block)
     finally:
         del os.environ[PURE_PYTHON_ENV]
 
@@ -234,12 +234,12 @@ def main() -> int:
         pass
 
     streams, geometry = (handle, stream), (*grid, *block, 0, config)
-    checks_only = module.packer.core_launcher(lambda *_: None, kernel)
+    checks_only = core_launcher(module.packer, lambda *_: None, kernel)
 
     def specdsl_checks():
         checks_only((a, b, out, N), streams, geometry)
 
-    driver_fire = module.packer.launcher(cu_launch, function)  # kernels with .b8 parameters
+    driver_fire = driver_launcher(module.packer, cu_launch, function)  # kernels with .b8 params
 
     def specdsl_driver_path():
         driver_fire((a, b, out, N), streams, geometry)
@@ -312,7 +312,8 @@ def main() -> int:
         f"launches ({args.batches} batches x {args.repeats} rounds)",
         "",
         f"device: {device.name}; launch path: "
-        f"{'compiled (specdsl._speedups)' if compiled() else 'plain Python'}. host us: per launch, median round of per-round medians "
+        f"{'compiled (specdsl._runtime._speedups)' if compiled() else 'plain Python'}. "
+        "host us: per launch, median round of per-round medians "
         f"(spread = max - min over rounds). sustained us: {args.sustained} launches until a "
         "device sync, per launch (the GPU's rate once the queue fills).",
         "",

@@ -31,19 +31,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import numpy as np  # noqa: E402
-
 import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
 import cases_pointwise  # noqa: E402
-from harness import (IMPLS, BenchCase, Launcher, check_all, describe_error,  # noqa: E402
-                     implementations)
+import numpy as np  # noqa: E402
+from harness import IMPLS, BenchCase, Launcher, check_all, describe_error, implementations  # noqa: E402
 
 #: The name of the marker kernel's entry (``specdsl.kernels.VectorAdd``).
 MARKER = "vector_add"
@@ -162,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.manifest:
                 Path(args.manifest).write_text(json.dumps(targets, indent=1) + "\n")
             print(f"{case.kernel} {case.shape}: " + ", ".join(
-                f"{t['impl']} {'ready' if 'error' not in t else t['error']}" for t in done),
+                f"{t['impl']} {t.get('error', 'ready')}" for t in done),
                 flush=True)
     return 0
 

@@ -28,9 +28,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdsl import DType, KeyLedger, baked, kernel_spec, launch, render  # noqa: E402
-from specdsl.ledger import checking_enabled, proof_suspended  # noqa: E402
-from specdsl.target import Target  # noqa: E402
+from specdsl import (
+    DType,
+    KeyLedger,
+    baked,
+    checking_enabled,
+    kernel_spec,
+    launch,
+    proof_suspended,
+    render,
+)
+from specdsl._spec.target import Target
 
 
 @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")

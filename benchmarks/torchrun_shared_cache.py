@@ -28,8 +28,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import specdsl.torch as sd  # noqa: E402
-from specdsl import Executor  # noqa: E402
+import specdsl.torch as sd
+from specdsl import Executor
 
 
 def first_pass(device: torch.device) -> float:

@@ -33,24 +33,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import numpy as np  # noqa: E402
-
 import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
 import cases_pointwise  # noqa: E402
-from harness import (BenchCase, Launcher, copy_bandwidth, host,  # noqa: E402
-                     implementations, measure_case)
+import numpy as np  # noqa: E402
+from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, measure_case  # noqa: E402
 
 
 def _floor(torch: Any) -> list[BenchCase]:
-    from specdsl.kernels import VectorAdd
-    from specdsl.kernels import vector_add
+    from specdsl.kernels import VectorAdd, vector_add
 
     spec = VectorAdd()
     n = 32

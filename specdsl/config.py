@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Generic, TypeVar, overload
+from typing import Generic, TypeVar, overload
 
 from .errors import ConfigError
 
@@ -173,12 +174,12 @@ class Knobs:
         type="switch", default_text="on, off under python -O",
         doc="Whether the key ledger proves hand-written module keys at run time. Wins over the "
             "pytest plugin's default and over __debug__; read once, on first use "
-            "(specdsl.ledger.reread_environment reads it again).")
+            "(specdsl._proof.switch.reread_environment reads it again).")
     pure_python: Knob[bool] = Knob(
         "SPECDSL_PURE_PYTHON", parse_switch, lambda: False,
         type="switch", default_text="off",
         doc="Launch through the plain-Python path even where the compiled one "
-            "(specdsl._speedups) is built. Read when an Executor is made.")
+            "(specdsl._runtime._speedups) is built. Read when an Executor is made.")
     xdg_cache_home: Knob[Path | None] = Knob(
         "XDG_CACHE_HOME", lambda name, text: Path(text.strip()).expanduser(), lambda: None,
         type="folder", default_text="~/.cache",

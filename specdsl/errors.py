@@ -117,9 +117,9 @@ class CompileError(SpecdslError, RuntimeError):
 
 class PTXSignatureError(SpecdslError, ValueError):
     """A kernel's ``.entry`` or one of its ``.param`` declarations cannot be read from
-    the PTX (:func:`specdsl.ptx.parse_entry`): no such entry, or a declaration that is
-    not PTX. The message quotes the declaration. A ``ValueError``, as it was before it
-    had a class."""
+    the PTX (:func:`specdsl._runtime.signature.parse_entry`): no such entry, or a
+    declaration that is not PTX. The message quotes the declaration. A ``ValueError``, as
+    it was before it had a class."""
 
 
 class LaunchError(SpecdslError, ValueError):
@@ -156,15 +156,11 @@ class CheckingSwitchError(SpecdslError, ValueError):
     """``SPECDSL_CHECK_KEYS`` holds something other than a switch word (``1``/``0``,
     ``true``/``false``, ``yes``/``no``, ``on``/``off``); the message is the one a
     :class:`ConfigError` for any other variable would carry.
-
-    Also importable from :mod:`specdsl.ledger`, where it was defined before.
     """
 
 
 class CacheDirError(SpecdslError, OSError):
     """The disk cache folder cannot be used (not a folder, or unsafe).
-
-    Also importable from :mod:`specdsl.diskcache`, where it was defined before.
     """
 
 

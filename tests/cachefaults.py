@@ -9,8 +9,8 @@ import pwd
 import shutil
 import tempfile
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -53,10 +53,11 @@ def binding_modes() -> Iterator[Path]:
     """
     # imported before the switch: as nobody, an interpreter under root's home cannot read them
     import cuda.core.utils  # noqa: F401
-    from specdsl.compile import toolchain_version
+
+    from specdsl._runtime.compile import toolchain_version
 
     toolchain_version()
-    from specdsl import templatecache
+    from specdsl._templating import cache as templatecache
 
     base = Path(tempfile.mkdtemp(prefix="specdsl-modes-"))
     os.chmod(base, 0o755)

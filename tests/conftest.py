@@ -40,11 +40,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def launch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test on the compiled launch path and on the plain-Python one (specdsl.speedups):
     executors and packers made during the test take the path named by the parameter."""
-    from specdsl.speedups import PURE_PYTHON_ENV, compiled
+    from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled
 
     monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
     if request.param == "compiled" and not compiled():
-        pytest.skip("specdsl._speedups is not built (no C compiler at install)")
+        pytest.skip("specdsl._runtime._speedups is not built (no C compiler at install)")
     if request.param == "python":
         monkeypatch.setenv(PURE_PYTHON_ENV, "1")
     return request.param

@@ -1,7 +1,7 @@
 """Test helpers for differential GPU tests: torch tensors from exact NumPy bit patterns,
 and a comparison against float64 references that checks special values exactly.
 
-Inputs are built on the host with :func:`specdsl.kernels._case.to_bits` (round to the
+Inputs are built on the host with :func:`specdsl.kernels.case.to_bits` (round to the
 dtype once), so the float64 reference sees exactly the rounded inputs the kernel reads.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from specdsl.dtype import DType
-from specdsl.kernels._case import from_bits, to_bits
+from specdsl._spec.dtype import DType
+from specdsl.kernels.case import from_bits, to_bits
 
 __all__ = ["to_device", "poisoned", "to_host", "rounded", "compare", "run_rmsnorm", "run_softmax",
            "run_fp8_quant", "run_silu_mul", "run_rope", "run_quantized"]
@@ -43,7 +43,7 @@ def poisoned(torch: Any, shape: tuple[int, ...], dtype: DType) -> Any:
 def to_host(torch: Any, tensor: Any, dtype: DType) -> np.ndarray:
     """The tensor's values as float64 (bf16 and fp8 decoded from their bits)."""
     if dtype in _CARRIER:
-        numpy_type, torch_type = _CARRIER[dtype]
+        _, torch_type = _CARRIER[dtype]
         raw = tensor.view(getattr(torch, torch_type)).cpu().numpy()
         storage = raw.view(np.uint16) if dtype is DType.BF16 else raw
         return from_bits(storage, dtype)
@@ -87,7 +87,7 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: DType, tolerance: float,
     rows_out = np.where(finite, out, 0.0).reshape(-1, out.shape[-1])
     rows_ref = np.where(finite, ref, 0.0).reshape(-1, out.shape[-1])
     rows_rounded = np.where(finite, expected, 0.0).reshape(-1, out.shape[-1])
-    for row, (o, r, rr) in enumerate(zip(rows_out, rows_ref, rows_rounded)):
+    for row, (o, r, rr) in enumerate(zip(rows_out, rows_ref, rows_rounded, strict=True)):
         norm = np.linalg.norm(r)
         scale = norm if norm > 0 else 1.0
         error = np.linalg.norm(o - r) / scale

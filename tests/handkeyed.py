@@ -1,7 +1,6 @@
 """Spec classes with hand-written keys, shared by the tests (``handkeyed:Legacy`` in the CLI)."""
 
 from specdsl import DType, baked, kernel_spec, launch
-
 from userspecs import TEMPLATES
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specdsl.compile import Compiled, compile_ptx
-from specdsl.render import render
+from specdsl._render.render import render
+from specdsl._runtime.compile import Compiled, compile_ptx
 
 
 def assemble(spec, target: str = "sm_90") -> Compiled:

@@ -42,8 +42,8 @@ def segments(ptx: str, kind: str = "CTA") -> list[tuple[dict[str, str], list[str
     ``// end of {kind} <op>-reduce``, with the facts the opening comment names (``acc``:
     one register, or several reduced side by side, comma-separated)."""
     found, lines = [], ptx.splitlines()
-    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+(?:,%\w+)*) over (\d+) (?:warp|CTA)\(s\) "
-                         rf"in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
+    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+(?:,%\w+)*) over (\d+) "
+                         rf"(?:warp|CTA)\(s\) in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
     for i, line in enumerate(lines):
         match = opening.fullmatch(line)
         if match:
@@ -235,7 +235,8 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
     """
     check_loops(ptx)
     lines = [line.split("//")[0].strip() for line in ptx.splitlines()]
-    access = re.compile(rf"^(?:@(%\w+) )?{op}\.global[.\w:]*\s+.*\[({'|'.join(map(re.escape, cursors))})\+(\d+)\]")
+    names = "|".join(map(re.escape, cursors))
+    access = re.compile(rf"^(?:@(%\w+) )?{op}\.global[.\w:]*\s+.*\[({names})\+(\d+)\]")
     passes: list[dict[int, int]] = []
     state = {"base": {c: 0 for c in cursors}, "guards": {}}
 
@@ -304,7 +305,7 @@ def _top_level(text: str) -> list[str]:
     """The operands of ``text``: commas inside ``{ }`` and ``[ ]`` do not split."""
     parts, depth, current = [], 0, ""
     for char in text:
-        depth += char in "{[" and 1 or (-1 if char in "}]" else 0)
+        depth += (char in "{[" and 1) or (-1 if char in "}]" else 0)
         if char == "," and depth == 0:
             parts.append(current.strip())
             current = ""
@@ -420,7 +421,8 @@ def check_loops(ptx: str) -> None:
                                         overwritten.items() if r in accesses(test, names)[1]))
         set_before = {w for code in before for w in accesses(code, names)[0]}
         for r in sorted(set(overwritten) - exposed & set_before):
-            first = next((code for code in after if r in sum(accesses(code, names), [])), None)
+            first = next((code for code in after
+                          if any(r in part for part in accesses(code, names))), None)
             if first is not None and r in accesses(first, names)[1]:
                 problems.append(f"loop {label}: {r} is set before the loop and read after it "
                                 f"({first!r}), but the body overwrites it ({overwritten[r]!r})")

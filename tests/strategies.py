@@ -1,7 +1,7 @@
 """Hypothesis strategies for requests of any kernel spec, drawn from each field's type.
 
 Values come from the pools around each field's default that the sampled key proof uses
-(:func:`specdsl.values.candidates`), so that random pairs often agree on some fields and
+(:func:`specdsl._spec.values.candidates`), so that random pairs often agree on some fields and
 collide on others: that is where key bugs hide. Floats include ``0.0`` and ``-0.0``;
 requests the spec's validators refuse are filtered out.
 """
@@ -15,14 +15,14 @@ import attrs
 from hypothesis import strategies as st
 
 from specdsl import SpecError
-from specdsl.values import candidates
+from specdsl._spec.values import candidates
 
 TARGETS = st.sampled_from(["sm_90", "sm_90a", "sm_100"])
 
 
 def field_pools(cls: type) -> dict[str, list[Any]]:
     """``{field: candidate values}`` for every field of spec class ``cls``: the pools the
-    sampled key proof draws from (:func:`specdsl.values.candidates`)."""
+    sampled key proof draws from (:func:`specdsl._spec.values.candidates`)."""
     hints = typing.get_type_hints(cls)
     pools = {}
     for f in attrs.fields(cls):
@@ -37,11 +37,11 @@ def field_pools(cls: type) -> dict[str, list[Any]]:
 def requests(draw: st.DrawFn, cls: type) -> Any:
     """A valid request of ``cls``: one of its variants with up to two fields redrawn.
 
-    Starting from the variants (``specdsl.variants.spec_variants``) keeps most draws valid
+    Starting from the variants (``specdsl._review.variants.spec_variants``) keeps most draws valid
     for specs whose fields constrain each other; redrawing fields from :func:`field_pools`
     reaches values no variant lists. Requests the validators refuse are rejected.
     """
-    from specdsl.variants import spec_variants
+    from specdsl._review.variants import spec_variants
 
     return draw(variations(draw(st.sampled_from(spec_variants(cls)))))
 
@@ -66,7 +66,7 @@ def variations(draw: st.DrawFn, base: Any) -> Any:
 def launch_variations(draw: st.DrawFn, base: Any) -> Any:
     """``base`` with its launch fields redrawn from :func:`field_pools` (baked fields kept):
     a request that must share ``base``'s derived key and PTX."""
-    from specdsl.spec import spec_info
+    from specdsl._spec.decorator import spec_info
 
     cls = type(base)
     pools = field_pools(cls)

@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 
 from specdsl import render
-from specdsl.analysis import (
-    _stand_in_reads, analyze_class, candidates, key_reads, sampled_proof, template_fields,
+from specdsl._cli.main import main
+from specdsl._proof.analysis import (
+    _stand_in_reads,
+    analyze_class,
+    candidates,
+    key_reads,
+    sampled_proof,
+    template_fields,
 )
-from specdsl.cli import main
-from specdsl.dtype import DType
-from specdsl.requests import parse_request
+from specdsl._review.requests import parse_request
+from specdsl._spec.dtype import DType
 
 DYNAMIC_TEMPLATE = """\
 {% include "header.ptx.j2" %}
@@ -207,9 +212,9 @@ def test_template_errors_are_reported_apart_from_keys(user_module, tmp_path, cap
 
 def test_computed_defaults_are_left_to_the_class() -> None:
     """A field whose default is an attrs.Factory (RMSNorm.block) gets its computed value."""
+    from specdsl._proof.sampling import valid_default_request
     from specdsl.kernels import RMSNorm
     from specdsl.kernels.rmsnorm import default_block
-    from specdsl.sampling import valid_default_request
 
     request = valid_default_request(RMSNorm)
     assert request.block == default_block(request.hidden, request.dtype)

@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 
 from specdsl import LaunchError, render
-from specdsl.arguments import ArgumentPacker, DeviceLimits, check_geometry, stream_handle
+from specdsl._runtime import readers
+from specdsl._runtime.geometry import DeviceLimits, check_geometry
+from specdsl._runtime.launchers import bound_core_launcher, core_launcher, writer
+from specdsl._runtime.params import ArgumentPacker
+from specdsl._runtime.signature import parse_entry
+from specdsl._runtime.streams import Streams, stream_handle
 from specdsl.kernels import VectorAdd
-from specdsl.ptx import parse_entry
 
 
 def _packer(params: str, device_id: int | None = 0) -> ArgumentPacker:
-    ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({params})\n{{ ret; }}\n"
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
+           f".visible .entry k({params})\n{{ ret; }}\n")
     return ArgumentPacker(parse_entry(ptx, "k"), device_id=device_id)
 
 
@@ -31,13 +36,15 @@ def test_vector_add_packs_four_u64(vector_add):
 
 def test_argument_count(vector_add):
     """Three arguments for four parameters names all four."""
-    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
+    with pytest.raises(LaunchError,
+                       match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
         vector_add.values((0x1000, 0x2000, 0x3000))
 
 
 def test_negative_count_refused(vector_add):
     """-1 for the .u64 count is refused, naming n."""
-    with pytest.raises(LaunchError, match=r"parameter 'n' \(\.u64 n\) expects an int in \[0, 2\*\*64\) \(got -1"):
+    with pytest.raises(LaunchError, match=r"parameter 'n' \(\.u64 n\) expects an int in "
+                                          r"\[0, 2\*\*64\) \(got -1"):
         vector_add.values((0x1000, 0x2000, 0x3000, -1))
 
 
@@ -59,7 +66,7 @@ def test_pointer_without_align_must_be_four_byte_aligned(launch_path):
     compiled and the plain-Python launch path."""
     packer = _packer(".param .u64 .ptr .global p")
     seen = []
-    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
     assert fire((0x1004,), (0, None), (1, 1, 1, 32, 1, 1, 0, None)) is None
     assert seen == [(0x1004,)]
     with pytest.raises(LaunchError, match=r"aligned to 4 bytes \(a \.ptr without \.align: PTX "
@@ -124,7 +131,7 @@ def test_numpy_scalar_of_wrong_kind_refused():
     """np.float32 for a .u32 is refused; np.uint32 in range is taken."""
     packer = _packer(".param .u32 n")
     assert packer.values((np.uint32(7),)) == [7]
-    with pytest.raises(LaunchError, match="np.float32|numpy.float32"):
+    with pytest.raises(LaunchError, match=r"np\.float32|numpy\.float32"):
         packer.values((np.float32(7),))
 
 
@@ -190,7 +197,7 @@ def test_stream_protocols():
 
 def test_raw_int_stream_refused():
     """A bare int is not a stream."""
-    with pytest.raises(LaunchError, match="stream must be a cuda.core Stream"):
+    with pytest.raises(LaunchError, match=r"stream must be a cuda\.core Stream"):
         stream_handle(7)
 
 
@@ -239,7 +246,8 @@ def test_block_over_kernel_threads():
 def test_shared_memory_opt_in_limit():
     """Dynamic plus static shared memory above the opt-in limit is refused; at it, taken."""
     limit = LIMITS.shared_per_block_optin
-    assert check_geometry(1, 32, limit - 1024, LIMITS, static_shared=1024).shared_mem == limit - 1024
+    geometry = check_geometry(1, 32, limit - 1024, LIMITS, static_shared=1024)
+    assert geometry.shared_mem == limit - 1024
     with pytest.raises(LaunchError, match=f"exceed the device's opt-in limit of {limit} bytes"):
         check_geometry(1, 32, limit - 1023, LIMITS, static_shared=1024)
 
@@ -263,7 +271,7 @@ def test_writer_packs_like_pack(args):
     """The generated writer fills the buffer exactly as pack() does."""
     packer = _packer(MIXED)
     buffer = bytearray(packer.size)
-    packer.writer()(args, 0, buffer)
+    writer(packer)(args, 0, buffer)
     assert bytes(buffer) == packer.pack(args)
 
 
@@ -281,7 +289,7 @@ def test_writer_refuses_like_values(args):
     with pytest.raises(LaunchError) as expected:
         packer.values(args)
     with pytest.raises(LaunchError) as got:
-        packer.writer()(args, 0, bytearray(packer.size))
+        writer(packer)(args, 0, bytearray(packer.size))
     assert str(got.value) == str(expected.value)
 
 
@@ -306,7 +314,7 @@ ALIGNED_SCALAR = """.version 8.0
 def test_align_on_a_value_parameter_places_its_slot():
     """.align 8 on a .u32 parameter moves its slot to offset 8 (as ptxas lays it out);
     .align on a .ptr parameter describes the pointee and leaves the slot alone."""
-    from specdsl.compile import compile_ptx
+    from specdsl._runtime.compile import compile_ptx
 
     compile_ptx(ALIGNED_SCALAR, "sm_90")  # nvJitLink accepts the declaration
     packer = ArgumentPacker(parse_entry(ALIGNED_SCALAR, "k"))
@@ -330,7 +338,7 @@ def test_stream_device_read_from_common_stream_types():
     other objects name none."""
     import types
 
-    from specdsl.arguments import stream_device
+    from specdsl._runtime.streams import stream_device
 
     assert stream_device(types.SimpleNamespace(device_index=1)) == 1
     assert stream_device(types.SimpleNamespace(device_id=2)) == 2
@@ -359,7 +367,7 @@ def _numpy_args(args):
 
     types = [None, np.uint8, np.int16, np.uint32, np.int32, np.uint64, np.int64, None,
              np.float16, np.float32, np.float64, None, np.int8, None, np.uint16, None]
-    return tuple(v if t is None else t(v) for v, t in zip(args, types))
+    return tuple(v if t is None else t(v) for v, t in zip(args, types, strict=True))
 
 
 def _bytes_cuda_core_packs(values, packer):
@@ -393,9 +401,9 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
         return core_launch
 
     failures = []
-    fired = packer.core_launcher(recorder("launch"), kernel="k")(
+    fired = core_launcher(packer, recorder("launch"), "k")(
         args, (0, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
-    packer.bound_core_launcher(recorder("bind"), "k", (0, "stream"), "config",
+    bound_core_launcher(packer, recorder("bind"), "k", Streams(0, "stream"), "config",
                                lambda exc, given: failures.append(exc))(*args)
     assert fired is None and failures == []  # cuda.core's stand-in took every value
     assert [(who, stream, config, kernel) for who, stream, config, kernel, _ in seen] == [
@@ -403,7 +411,8 @@ def test_core_launcher_hands_cuda_core_the_exact_parameter_bytes(args, numpy_val
     expected = packer.pack(args)
     for *_, values in seen:
         got = _bytes_cuda_core_packs(values, packer)
-        for param, offset, field in zip(packer.signature.params, packer.offsets, got):
+        for param, offset, field in zip(packer.signature.params, packer.offsets, got,
+                                        strict=True):
             assert field == expected[offset:offset + param.size], (param.name, field)
 
 
@@ -419,11 +428,11 @@ def test_core_launcher_reads_buffers_inline(monkeypatch, launch_path):
     import cuda.core
 
     monkeypatch.setattr(cuda.core, "Buffer", _StandInBuffer)
-    monkeypatch.setitem(__import__("specdsl.arguments", fromlist=["_READERS"])._READERS,
+    monkeypatch.setitem(readers.READERS,
                         _StandInBuffer, lambda value, stream: (value.handle, value.device_id, ""))
     packer = _packer(".param .u64 .ptr .global .align 16 p")
     seen = []
-    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
     fire((_StandInBuffer(0x7F0000000100),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     fire((_StandInBuffer(2**63 + 256),), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     assert seen == [(0x7F0000000100,), (2**63 + 256 - 2**64,)]
@@ -469,7 +478,7 @@ def test_closed_stream_refused():
 def test_core_launcher_checks_before_launching(launch_path):
     """A bad argument is refused before cuda.core is called, as on the driver path."""
     calls = []
-    fire = _packer(".param .u32 n").core_launcher(lambda *a: calls.append(a), kernel="k")
+    fire = core_launcher(_packer(".param .u32 n"), lambda *a: calls.append(a), "k")
     with pytest.raises(LaunchError, match=r"k: parameter 'n' \(\.u32 n\) expects an int in"):
         fire((-1,), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
     assert calls == [] and not _packer(".param .b8 blob[16]").through_core
@@ -572,7 +581,7 @@ def test_an_array_interface_on_the_class_is_checked(stand_in_view, launch_path):
 
     packer = _packer(".param .u64 .ptr .global .align 16 p")
     seen = []
-    fire = packer.core_launcher(lambda s, c, k, *values: seen.append(values), kernel="k")
+    fire = core_launcher(packer, lambda s, c, k, *values: seen.append(values), "k")
     geometry = (1, 1, 1, 32, 1, 1, 0, None)
     assert fire((Array(0x7F0000000100),), (0, None), geometry) is None
     assert seen == [(0x7F0000000100,)]
@@ -580,3 +589,18 @@ def test_an_array_interface_on_the_class_is_checked(stand_in_view, launch_path):
         fire((Array(0x7F0000000104),), (0, None), geometry)
     with pytest.raises(LaunchError, match=r"the array is not C-contiguous"):
         fire((Array(0x7F0000000100, strides=(4, 8)),), (0, None), geometry)
+
+
+def test_generated_launcher_lines_show_in_tracebacks():
+    """A traceback through a generated launcher shows its source line, from linecache,
+    under a file name unique to that source."""
+    import traceback
+
+    fire = core_launcher(_packer(".param .u32 n"), lambda *a: None, "k", compiled=False)
+    other = core_launcher(_packer(".param .u64 n"), lambda *a: None, "k", compiled=False)
+    with pytest.raises(LaunchError) as info:
+        fire(("four",), (0, None), (1, 1, 1, 32, 1, 1, 0, None))
+    (frame,) = [f for f in traceback.extract_tb(info.value.__traceback__)
+                if f.filename.startswith("<specdsl fire k ")]
+    assert frame.line == "v0 = a0 if type(a0) is int and not a0 & -4294967296 else c0(a0, stream)"
+    assert fire.__code__.co_filename == frame.filename != other.__code__.co_filename

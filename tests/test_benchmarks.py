@@ -1,4 +1,4 @@
-"""The GPU benchmarks' pure parts, on the CPU: arguments, case building, tables, charts, ncu parsing.
+"""The GPU benchmarks' pure parts, on the CPU: arguments, cases, tables, charts, ncu parsing.
 
 ``benchmarks/kernels.py``, ``ncu_targets.py`` and ``ncu_report.py`` run on the GPU machine;
 what they compute from their measurements, and how they read their command lines, is
@@ -113,7 +113,8 @@ def test_opt_in_groups_run_only_when_named():
     assert not {c.kernel for c in kernels.select(cases, None, quick=False, opt_in=tuple(opt_in))
                 } & opt_in
     chosen = kernels.select(cases, ("SiluMulQuant",), quick=True, opt_in=tuple(opt_in))
-    assert [c.shape for c in chosen] == ["tokens=16 d=14336 dynamic", "tokens=16384 d=14336 dynamic"]
+    assert [c.shape for c in chosen] == ["tokens=16 d=14336 dynamic",
+                                         "tokens=16384 d=14336 dynamic"]
 
 
 def test_fused_cases_name_their_unfused_pair():
@@ -305,7 +306,8 @@ def test_plot_writes_one_png_per_page(tmp_path):
     assert sorted(p.name for p in written) == ["fp8_quant.png", "rmsnorm.png"]
     header = (tmp_path / "rmsnorm.png").read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")) == (800, 500)
+    width, height = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+    assert (width, height) == (800, 500)
 
 
 def test_from_json_writes_and_prints_the_tables_last(tmp_path, capsys):

@@ -8,11 +8,11 @@ import hashlib
 import pytest
 
 from specdsl import CompileError, RenderError, Target, TargetError, kernels, render
-from specdsl.compile import check_toolchain_target, compile_ptx, toolchain_version
+from specdsl._review.variants import spec_variants
+from specdsl._runtime.compile import check_toolchain_target, compile_ptx, toolchain_version
+from specdsl._spec.target import known_targets
 from specdsl.errors import UnsupportedTargetError
-from specdsl.variants import spec_variants
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
-from specdsl.target import known_targets
 
 REQUESTS = [request for cls in kernels.ALL for request in spec_variants(cls)]
 
@@ -75,7 +75,7 @@ def test_rmsnorm_f32_assembles_for_sm75():
 
 def test_softmax_needs_sm80():
     """Softmax (createpolicy, L2 cache hints) is refused for sm_75 at render."""
-    with pytest.raises(UnsupportedTargetError, match="createpolicy.*need sm_80 or newer"):
+    with pytest.raises(UnsupportedTargetError, match=r"createpolicy.*need sm_80 or newer"):
         render(Softmax(cols=4096, dtype="f32"), "sm_75")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from specdsl import CompileOptions, Executor
-from specdsl.demo import builtin_cases, run_case
+from specdsl._review.demo import builtin_cases, run_case
 
 pytestmark = pytest.mark.gpu
 

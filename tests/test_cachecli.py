@@ -6,12 +6,11 @@ import re
 
 import pytest
 
-from specdsl import Executor
-from specdsl.cachecli import format_size
-from specdsl.cli import main
-from specdsl.kernels import RMSNorm, VectorAdd
-
 from cachefaults import owned_by_another
+from specdsl import Executor
+from specdsl._cli.cache import format_size
+from specdsl._cli.main import main
+from specdsl.kernels import RMSNorm, VectorAdd
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

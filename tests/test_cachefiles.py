@@ -10,11 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdsl.cachefiles import (BYTECODE_MAGIC, FACTS_MAGIC, HEADER_SIZE, MAGIC,
-                                MAX_ENTRY_BYTES, PTX_MAGIC, frame, read_entry, unframe,
-                                write_entry)
-
 from cachefaults import full_disk, owned_by_another
+from specdsl._base.cachefiles import (
+    BYTECODE_MAGIC,
+    FACTS_MAGIC,
+    HEADER_SIZE,
+    MAGIC,
+    MAX_ENTRY_BYTES,
+    PTX_MAGIC,
+    frame,
+    read_entry,
+    unframe,
+    write_entry,
+)
 
 KEY = bytes(range(32))
 PAYLOADS = {MAGIC: b"\x7fELF" + bytes(range(200)), PTX_MAGIC: b".version 8.0\n.target sm_90\n",

@@ -13,11 +13,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from conftest import gpu_available
 from specdsl import derived_key, render
-from specdsl.cli import main
+from specdsl._cli.main import main
 from specdsl.kernels import RMSNorm, VectorAdd
 
 ERROR_LINE = re.compile(r"^specdsl(?: [a-z-]+)?: error: \S.*$")
@@ -149,14 +150,24 @@ def test_help_returns_zero(capsys):
     assert code == 0 and "--variants" in out and "--max-registers" in out
 
 
-def test_version_matches_pyproject():
-    """specdsl.__version__ is the version pyproject.toml publishes."""
+def test_version_has_one_source():
+    """pyproject.toml takes its version from specdsl/_version.py, and the installed
+    metadata and specdsl.__version__ both carry it."""
+    import importlib.metadata
     import tomllib
 
     import specdsl
+    from specdsl import _version
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert specdsl.__version__ == project["project"]["version"]
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "specdsl._version.__version__"}
+    try:
+        installed = importlib.metadata.version("specdsl")
+    except importlib.metadata.PackageNotFoundError:  # used from a checkout (.ci/gpu)
+        installed = _version.__version__
+    assert specdsl.__version__ == _version.__version__ == installed
 
 
 def test_user_module_with_a_syntax_error(capsys, module_dir):
@@ -186,13 +197,13 @@ def test_user_module_that_exits_at_import(capsys, module_dir):
 
 def test_an_unexpected_exception_is_one_line(capsys, monkeypatch):
     """A bug inside specdsl still gives one line, saying it is one and where, exit 2."""
-    from specdsl.keys import hand_key
+    from specdsl._render.keys import hand_key
 
-    monkeypatch.setattr("specdsl.cli_keys.key_inputs", hand_key)  # called with one too many
+    monkeypatch.setattr("specdsl._cli.keys.key_inputs", hand_key)  # called with one too many
     code, _, err = run(capsys, "key", "vectoradd")
     line = assert_one_error_line(err, "specdsl key: error: internal error, a bug in specdsl")
     assert code == 2 and "TypeError: hand_key() takes 1 positional argument" in line
-    assert re.search(r"\(at .*specdsl/cli_keys\.py:\d+\)$", line)
+    assert re.search(r"\(at .*specdsl/_cli/keys\.py:\d+\)$", line)
 
 
 def test_interrupt_is_one_line_and_status_130(capsys, monkeypatch):
@@ -200,7 +211,7 @@ def test_interrupt_is_one_line_and_status_130(capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("specdsl.cli_keys.derived_key", interrupted)
+    monkeypatch.setattr("specdsl._cli.keys.derived_key", interrupted)
     assert run(capsys, "key", "vectoradd") == (130, "", "specdsl key: interrupted\n")
 
 
@@ -411,7 +422,7 @@ def test_subprocess_exit_statuses(argv, status):
 
 def test_run_as_main_reads_the_interpreter_command_line():
     """Only python [options] -m specdsl[...] counts as running specdsl as main."""
-    from specdsl.working_folder import run_as_main
+    from specdsl._cli.working_folder import run_as_main
 
     assert run_as_main(["python", "-m", "specdsl", "verify"])
     assert run_as_main(["python", "-X", "dev", "-W", "error", "-mspecdsl.cli"])

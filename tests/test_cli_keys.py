@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from specdsl import derived_key
-from specdsl.cli import main
-from specdsl.keys import DIGEST_HEX, KEY_SCHEMA
+from specdsl._cli.main import main
+from specdsl._render.keys import DIGEST_HEX, KEY_SCHEMA
 from specdsl.kernels import RMSNorm, VectorAdd
 
 TEMPLATES = Path(__file__).parent / "user_templates"
@@ -88,7 +88,7 @@ def test_list_json_schema(capsys):
 
 def test_list_json_without_specs_covers_every_builtin(capsys):
     """list --json alone describes every built-in spec."""
-    from specdsl.requests import builtin_specs
+    from specdsl._review.requests import builtin_specs
 
     code, out, _ = run(capsys, "list", "--json")
     assert code == 0 and [d["spec"] for d in json.loads(out)] == sorted(builtin_specs())
@@ -126,7 +126,7 @@ def test_key_explain_lists_the_inputs_that_hash_to_the_key(capsys):
 
 def test_key_explain_names_each_template_digest(capsys):
     """Under 'templates', --explain lists every template reached with its SHA-256."""
-    from specdsl.spec import spec_info
+    from specdsl._spec.decorator import spec_info
 
     code, out, _ = run(capsys, "key", "vectoradd", "--explain")
     for name, digest in spec_info(VectorAdd).facts.sources:

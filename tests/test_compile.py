@@ -7,12 +7,16 @@ import re
 import pytest
 
 from specdsl import CompileError, Executor, render
-from specdsl.compile import (CompileOptions, compile_ptx, link_options, linker_options,
-                             toolchain_version)
+from specdsl._runtime.compile import (
+    CompileOptions,
+    compile_ptx,
+    link_options,
+    linker_options,
+    toolchain_version,
+)
+from specdsl._spec.target import Target
 from specdsl.errors import ConfigError
 from specdsl.kernels import VectorAdd
-from specdsl.target import Target
-
 from test_resources import _spilling_ptx
 
 
@@ -87,7 +91,7 @@ def test_max_registers_limits_registers():
 
 def test_register_limit_ptxas_changes_is_an_error(monkeypatch):
     """Where ptxas raises or drops the limit (its log says so), the compile fails loudly."""
-    import specdsl.compile as compile_module
+    import specdsl._runtime.compile as compile_module
 
     monkeypatch.setattr(compile_module, "MIN_REGISTERS", 1)
     with pytest.raises(CompileError, match=r"did not apply -maxrregcount=16 to PTX for sm_90: "
@@ -108,7 +112,7 @@ def test_executor_compiles_with_its_options(tmp_path):
 def test_executor_refuses_other_option_objects():
     """compile_options must be a CompileOptions."""
     with pytest.raises(ConfigError, match=r"compile_options must be a "
-                                          r"specdsl.compile.CompileOptions \(got \{'lineinfo'"):
+                                          r"specdsl.CompileOptions \(got \{'lineinfo'"):
         Executor(None, target="sm_90", cache_dir="off", compile_options={"lineinfo": True})
 
 
@@ -123,7 +127,7 @@ def test_toolchain_version_has_the_patch_level():
 def test_version_read_from_a_compiler_binary(tmp_path):
     """The version comes from the binary's last identification string, skipping the format
     string that shares its prefix; a binary without one gives None."""
-    from specdsl.compile import _embedded_version
+    from specdsl._runtime.compile import _embedded_version
 
     binary = tmp_path / "lib.so"
     binary.write_bytes(b"\0" * 100 + b"Cuda compilation tools, release 13.5, V13.5.37\0"
@@ -158,7 +162,7 @@ def pressure(tmp_path, monkeypatch):
 def _verify_registers(capsys, *argv: str) -> int:
     import json
 
-    from specdsl.cli import main
+    from specdsl._cli.main import main
 
     assert main(["verify", *argv, "--json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
@@ -173,7 +177,7 @@ def test_verify_maxrregcount_limits_registers(capsys, pressure):
 
 def test_verify_takes_lineinfo_and_debug(capsys):
     """verify --lineinfo -g compiles (with -lineinfo -g) and reports the request."""
-    from specdsl.cli import main
+    from specdsl._cli.main import main
 
     assert main(["verify", "vectoradd", "--lineinfo", "-g"]) == 0
     assert "1 passed, 0 failed" in capsys.readouterr().out
@@ -181,7 +185,7 @@ def test_verify_takes_lineinfo_and_debug(capsys):
 
 def test_verify_refuses_a_register_limit_ptxas_would_change(capsys):
     """verify --maxrregcount 8: one error line naming the limit, exit 2."""
-    from specdsl.cli import main
+    from specdsl._cli.main import main
 
     assert main(["verify", "vectoradd", "--maxrregcount", "8"]) == 2
     assert capsys.readouterr().err == (

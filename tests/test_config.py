@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from specdsl.config import (DEFAULT_CACHE_MAX_BYTES, Knobs, knobs, parse_folder, parse_size,
-                            variables)
+from specdsl.config import (
+    DEFAULT_CACHE_MAX_BYTES,
+    Knobs,
+    knobs,
+    parse_folder,
+    parse_size,
+    variables,
+)
 from specdsl.errors import ConfigError, SpecdslError
 
 ROOT = Path(__file__).resolve().parents[1]

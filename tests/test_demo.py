@@ -7,10 +7,10 @@ import pytest
 
 from conftest import gpu_available
 from specdsl import Executor
-from specdsl.cli import main
-from specdsl.demo import builtin_cases, run_case
+from specdsl._cli.main import main
+from specdsl._review.demo import builtin_cases, run_case
 from specdsl.kernels import VectorAdd
-from specdsl.kernels._case import KernelCase, Output
+from specdsl.kernels.case import KernelCase, Output
 
 
 @pytest.mark.skipif(gpu_available() is None, reason="a GPU is present")
@@ -95,17 +95,17 @@ def test_run_prints_a_row_per_kernel_and_fails_on_one(capsys, monkeypatch):
     failing one named with its reason on stderr's summary, exit status 1."""
     import types
 
-    import specdsl.demo
-    import specdsl.executor
-    from specdsl.demo import KernelRun
+    import specdsl._review.demo
+    import specdsl._runtime.executor
+    from specdsl._review.demo import KernelRun
 
     runs = [KernelRun("VectorAdd", VectorAdd(), "4096", {"out": 1e-8}, 1e-6),
             KernelRun("Broken", None, "-", {}, None, "module has no example()"),
             KernelRun("Loose", VectorAdd(dtype="f16"), "8x8", {"out": 0.5}, 1e-3)]
     target = types.SimpleNamespace(sm="sm_90")
-    monkeypatch.setattr(specdsl.executor, "Executor",
+    monkeypatch.setattr(specdsl._runtime.executor, "Executor",
                         lambda device: types.SimpleNamespace(target=target))
-    monkeypatch.setattr(specdsl.demo, "run_builtins", lambda executor, rng: runs)
+    monkeypatch.setattr(specdsl._review.demo, "run_builtins", lambda executor, rng: runs)
     code = main(["run"])
     out, err = capsys.readouterr()
     rows = {line.split()[0]: line for line in out.splitlines()}

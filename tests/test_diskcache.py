@@ -14,17 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdsl import Executor
-from specdsl.compile import CompileOptions, compile_ptx
-from specdsl.diskcache import (MAGIC, PTX_MAGIC, CacheDirError, disk_key, frame, ptx_key,
-                               resolve_cache_dir, unframe)
-from specdsl.cachefiles import MAX_ENTRY_BYTES
-from specdsl.errors import CacheWarning
-from specdsl.kernels import VectorAdd
-from specdsl.render import render
-
 from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
 from handkeyed import HandKeyedAdd
+from specdsl import Executor
+from specdsl._base.cachedir import resolve_cache_dir
+from specdsl._base.cachefiles import MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, unframe
+from specdsl._render.render import render
+from specdsl._runtime.compile import CompileOptions, compile_ptx
+from specdsl._runtime.diskcache import disk_key, ptx_key
+from specdsl.errors import CacheDirError, CacheWarning
+from specdsl.kernels import VectorAdd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +161,8 @@ RACER = textwrap.dedent("""
     start = float(sys.argv[2])
     while time.time() < start:
         time.sleep(0.001)
-    module = Executor(None, target="sm_90", cache_dir=sys.argv[1]).ensure_module(VectorAdd(dtype="bf16"))
+    executor = Executor(None, target="sm_90", cache_dir=sys.argv[1])
+    module = executor.ensure_module(VectorAdd(dtype="bf16"))
     print(module.cubin.hex())
 """)
 
@@ -190,7 +190,7 @@ def test_two_processes_race_on_one_key(tmp_path):
 def test_warm_process_skips_rendering(tmp_path, monkeypatch):
     """A second executor on a warm folder reads the PTX back instead of rendering it,
     and gets the same cubin and signature."""
-    import specdsl.executor as executor_module
+    import specdsl._runtime.builds as builds_module
     from specdsl.kernels import RMSNorm
 
     spec = RMSNorm(hidden=4096)
@@ -201,7 +201,7 @@ def test_warm_process_skips_rendering(tmp_path, monkeypatch):
     def no_render(*args):
         raise AssertionError("rendered on a warm disk cache")
 
-    monkeypatch.setattr(executor_module, "render", no_render)
+    monkeypatch.setattr(builds_module, "render", no_render)
     warm = _executor(tmp_path)
     module = warm.ensure_module(spec)
     assert module.from_disk and module.cubin == first.cubin
@@ -513,9 +513,9 @@ def test_each_compile_option_has_its_own_entries(tmp_path):
 
 def test_disk_key_holds_the_full_toolchain_version(tmp_path, monkeypatch):
     """Another nvJitLink patch release reads none of the entries the last one wrote."""
-    import specdsl.executor as executor_module
+    import specdsl._runtime.builds as builds_module
 
     _warm(tmp_path)
-    monkeypatch.setattr(executor_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")
+    monkeypatch.setattr(builds_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")
     reader = _executor(tmp_path)
     assert not reader.ensure_module(VectorAdd()).from_disk

@@ -4,7 +4,7 @@ The conventions (stated at the top of docs/index.md):
 
 - ```pycon blocks are doctests; one fresh namespace per page, blocks run in page order.
 - ```console blocks: each ``$ specdsl ...`` (or ``$ python -m specdsl ...``) line runs
-  through ``specdsl.cli.main``; the lines up to the next ``$`` are its expected output
+  through ``specdsl._cli.main.main``; the lines up to the next ``$`` are its expected output
   (stdout and stderr together, ``...`` matches anything, whitespace runs compare equal).
   Each command must exit 0, unless its line ends with a shell comment ``# exits N``
   (``# exits 1: the renders differ``), which a command that fails must carry; the exit
@@ -30,7 +30,7 @@ import attrs
 import pytest
 
 from conftest import gpu_available
-from specdsl.cli import main
+from specdsl._cli.main import main
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
@@ -195,7 +195,7 @@ def test_index_reaches_every_page():
 
 def test_kernel_index_names_every_builtin():
     """docs/kernels/index.md has a row for every built-in SPEC name."""
-    from specdsl.requests import builtin_specs
+    from specdsl._review.requests import builtin_specs
 
     text = (DOCS / "kernels" / "index.md").read_text()
     missing = [name for name in builtin_specs() if f"| `{name}` |" not in text]

@@ -42,18 +42,9 @@ def test_each_error_is_still_its_builtin(name, builtin):
     assert issubclass(getattr(errors, name), builtin)
 
 
-def test_old_import_locations_still_work():
-    """CacheDirError and CheckingSwitchError keep their old homes, as the same classes."""
-    from specdsl.diskcache import CacheDirError
-    from specdsl.ledger import CheckingSwitchError
-
-    assert CacheDirError is errors.CacheDirError
-    assert CheckingSwitchError is errors.CheckingSwitchError
-
-
 def test_spec_info_of_a_non_spec():
     """spec_info(3) raises NotASpecError, a TypeError, naming what it got."""
-    from specdsl.spec import spec_info
+    from specdsl._spec.decorator import spec_info
 
     with pytest.raises(errors.NotASpecError, match=r"expected a @kernel_spec class or "
                                                    r"request, got int"):
@@ -62,7 +53,7 @@ def test_spec_info_of_a_non_spec():
 
 def test_parse_entry_of_bad_ptx():
     """A declaration the parser cannot read raises PTXSignatureError quoting it."""
-    from specdsl.ptx import parse_entry
+    from specdsl._runtime.signature import parse_entry
 
     with pytest.raises(errors.PTXSignatureError, match=r"unknown word '\.texref' in "
                                                        r"'\.param \.texref t'"):
@@ -71,7 +62,7 @@ def test_parse_entry_of_bad_ptx():
 
 def test_missing_templates(tmp_path, monkeypatch):
     """Without a templates folder, builtin_template_dir raises TemplatesMissingError."""
-    from specdsl import templating
+    from specdsl._templating import environment as templating
 
     monkeypatch.setattr(templating, "__file__", str(tmp_path / "pkg" / "templating.py"))
     with pytest.raises(errors.TemplatesMissingError, match=r"specdsl's templates are missing "

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specdsl import Executor, eviction
-from specdsl.cachefiles import read_entry
+from specdsl import Executor
+from specdsl._base import eviction
+from specdsl._base.cachefiles import read_entry
 from specdsl.kernels import RMSNorm, VectorAdd
 
 
@@ -71,11 +72,11 @@ def test_young_temp_files_survive_prune_and_clear(tmp_path):
 def test_entry_rewritten_since_the_scan_survives(tmp_path, monkeypatch):
     """An entry another process rewrote after the scan measured it is not removed."""
     path = _entry(tmp_path, "aa1", 100, time.time_ns() - 10**9)
-    scanned = eviction._entries(tmp_path)
+    scanned = eviction.scan(tmp_path)
     path.write_bytes(b"\1" * 120)  # the rewrite: new size and modification time
     calls = iter([scanned])
-    real = eviction._entries
-    monkeypatch.setattr(eviction, "_entries", lambda root: next(calls, None) or real(root))
+    real = eviction.scan
+    monkeypatch.setattr(eviction, "scan", lambda root: next(calls, None) or real(root))
     removed = eviction.prune(tmp_path, 0)
     assert removed.entries == 0 and path.read_bytes() == b"\1" * 120
 

@@ -9,16 +9,22 @@ import time
 
 import pytest
 
-import specdsl.executor as executor_module
+import specdsl._runtime.builds as builds_module
+from fakedriver import DEFAULT_STREAM, FUNCTION, CUresult, FakeDriver
+from handkeyed import HandKeyedAdd
 from specdsl import (
-    CompileError, DType, Executor, IncompleteKeyError, LaunchError, TargetError, derived_key,
+    CompileError,
+    DType,
+    Executor,
+    IncompleteKeyError,
+    LaunchError,
+    TargetError,
+    derived_key,
     key_checking,
 )
-from specdsl.compile import compile_ptx, ptx_excerpt
-from specdsl.variants import representative_request
+from specdsl._review.variants import representative_request
+from specdsl._runtime.compile import compile_ptx, ptx_excerpt
 from specdsl.kernels import ALL, VectorAdd
-
-from handkeyed import HandKeyedAdd
 
 
 @pytest.fixture
@@ -30,8 +36,8 @@ def executor(tmp_path):
 def test_compile_only_every_builtin(executor, cls):
     """Every built-in kernel's representative request compiles to an sm_90 ELF cubin whose
     log reports its entry's registers."""
-    from specdsl.resources import parse_resources
-    from specdsl.spec import spec_info
+    from specdsl._runtime.resources import parse_resources
+    from specdsl._spec.decorator import spec_info
 
     request = representative_request(cls)
     module = executor.ensure_module(request)
@@ -107,7 +113,7 @@ def test_checking_off_skips_the_proof(executor):
 
 
 def test_miss_is_recorded_while_checking_is_off(executor):
-    """A miss compiled with checking off is still recorded: turning checking on proves later hits."""
+    """A miss compiled with checking off is still recorded: checking on proves later hits."""
     with key_checking(False):
         executor.ensure_module(HandKeyedAdd(dtype="f32"))
     assert executor.ledger.first_request("vadd", "sm_90") == HandKeyedAdd(dtype="f32")
@@ -146,7 +152,7 @@ def _counting_compile(monkeypatch, delay=0.0, fail_first=False):
             raise CompileError("injected failure", log="injected", spec=spec, ptx=ptx)
         return compile_ptx(ptx, target, spec=spec, options=options)
 
-    monkeypatch.setattr(executor_module, "compile_ptx", compile_ptx_counted)
+    monkeypatch.setattr(builds_module, "compile_ptx", compile_ptx_counted)
     return calls
 
 
@@ -270,79 +276,63 @@ def test_bind_needs_a_device(executor):
         executor.bind(VectorAdd(), grid=1, block=256)
 
 
-def _stub_executor(arm, **attributes):
-    """An executor with module loading stubbed: ``arm(module)`` generates ``module.fire``;
-    ``attributes`` stand in for what opening a device sets (streams, launch functions)."""
-    from specdsl.arguments import ArgumentPacker, DeviceLimits
-
-    ex = Executor(None, target="sm_90", cache_dir="off")
-    ex._device, ex.limits = object(), DeviceLimits()
-    for name, value in attributes.items():
-        setattr(ex, name, value)
-
-    def load(module):
-        module.kernel_threads, module.static_shared, module.function = 1024, 0, 1234
-        module.packer = ArgumentPacker(module.signature, device_id=0, compiled=ex._speedups)
-        arm(module)
-
-    ex._load = load
-    return ex
+@pytest.fixture
+def fake_driver(launch_path):
+    """An executor on device 0 of a driver that records launches instead of making them,
+    every kernel through cuLaunchKernel, on each launch path: ``(executor, driver)``."""
+    driver = FakeDriver(core=False)
+    return Executor(0, cache_dir="off", driver=driver), driver
 
 
 @pytest.fixture
-def fake_driver_executor(launch_path):
-    """An executor whose driver launch is recorded instead of made (module loading stubbed),
-    on each launch path."""
-    calls = []
-
-    def launch_kernel(*args):
-        calls.append(args)
-        return (0,)
-
-    def arm(module):
-        module.fire = module.packer.launcher(launch_kernel, 1234)
-
-    ex = _stub_executor(arm, _default_streams=(7, None), _launch_kernel=launch_kernel)
-    return ex, calls
+def fake_core(launch_path):
+    """The same through cuda.core's launch: ``(executor, driver)``; each of
+    ``driver.core_calls`` is one launch's ``(stream, config, kernel, *values)``."""
+    driver = FakeDriver()
+    return Executor(0, cache_dir="off", driver=driver), driver
 
 
-def test_bound_launcher_makes_the_same_driver_call(fake_driver_executor):
+ARGS = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+
+
+def test_bound_launcher_makes_the_same_driver_call(fake_driver):
     """bind(...)(*args) and launch(...) pass the driver identical arguments and parameters."""
     import ctypes
 
-    ex, calls = fake_driver_executor
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
-    ex.launch(spec, *args, grid=(4, 1, 1), block=256)
-    ex.bind(spec, grid=(4, 1, 1), block=256)(*args)
-    (first, second) = calls
-    assert first[:9] == second[:9] == (1234, 4, 1, 1, 256, 1, 1, 0, 7)
-    for call in calls:  # the kernelParams array points at the packed values
+    ex, driver = fake_driver
+    spec = VectorAdd()
+    ex.launch(spec, *ARGS, grid=(4, 1, 1), block=256)
+    bound = ex.bind(spec, grid=(4, 1, 1), block=256)  # kept: its parameter buffer is read below
+    bound(*ARGS)
+    (first, second) = driver.driver_calls
+    assert first[:9] == second[:9] == (FUNCTION, 4, 1, 1, 256, 1, 1, 0, DEFAULT_STREAM)
+    for call in driver.driver_calls:  # the kernelParams array points at the packed values
         pointers = (ctypes.c_void_p * 4).from_address(call[9])
         values = [ctypes.c_uint64.from_address(p).value for p in pointers]
-        assert values == list(args)
+        assert values == list(ARGS)
 
 
-def test_bound_launcher_checks_arguments(fake_driver_executor):
+def test_bound_launcher_checks_arguments(fake_driver):
     """A bound launcher refuses bad arguments before the driver is called."""
-    ex, calls = fake_driver_executor
+    ex, driver = fake_driver
     bound = ex.bind(VectorAdd(), grid=1, block=256)
     with pytest.raises(LaunchError, match=r"parameter 'a' .* expects an address aligned to 16"):
         bound(0x7F0000000001, 0x7F0000001000, 0x7F0000002000, 1024)
     with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
         bound(1, 2)
-    assert calls == []
+    assert driver.driver_calls == []
 
 
-def test_four_dimensional_grid_refused_after_a_valid_launch(fake_driver_executor):
+def test_four_dimensional_grid_refused_after_a_valid_launch(fake_driver):
     """A grid of four ints is refused even when its first three match a cached geometry."""
-    ex, calls = fake_driver_executor
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
-    ex.launch(spec, *args, grid=(4, 1, 1), block=256)
+    ex, driver = fake_driver
+    spec = VectorAdd()
+    ex.launch(spec, *ARGS, grid=(4, 1, 1), block=256)
     with pytest.raises(LaunchError, match=r"grid must be .*1 to 3 positive ints"):
-        ex.launch(spec, *args, grid=(4, 1, 1, 9), block=256)
+        ex.launch(spec, *ARGS, grid=(4, 1, 1, 9), block=256)
     with pytest.raises(LaunchError, match=r"block must be .*1 to 3 positive ints"):
         ex.bind(spec, grid=4, block=(256, 1, 1, 1))
-    assert len(calls) == 1
+    assert len(driver.driver_calls) == 1
 
 
 class _DeviceStream:
@@ -362,11 +352,11 @@ class _BareStream:
         return (0, self.handle)
 
 
-def test_stream_of_another_device_refused(fake_driver_executor):
+def test_stream_of_another_device_refused(fake_driver):
     """A stream that names another device is refused before the driver launches."""
-    ex, calls = fake_driver_executor
-    ex.device_id = 0
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    ex, driver = fake_driver
+    calls = driver.driver_calls
+    spec, args = VectorAdd(), ARGS
     ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x55, 0))
     with pytest.raises(LaunchError, match=r"stream 0x66 belongs to device 1; this executor "
                                           r"launches on device 0"):
@@ -376,59 +366,54 @@ def test_stream_of_another_device_refused(fake_driver_executor):
     assert [call[8] for call in calls] == [0x55]
 
 
-def test_new_object_for_the_last_stream_reuses_its_check(fake_driver_executor):
+def test_new_object_for_the_last_stream_reuses_its_check(launch_path):
     """A new stream object per call (torch.cuda.current_stream() makes one) with the last
     stream's handle and device is that stream: no new check; a same-handle object naming
     another device is still refused, and one naming none is asked of the driver."""
-    import types
-
-    ex, calls = fake_driver_executor
-    ex.device_id = 0
-    asked = []
-    ex._success = 0
-    ex._driver = types.SimpleNamespace(CUstream=int,
-                                       cuStreamGetDevice=lambda h: asked.append(h) or (0, 1))
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    driver = FakeDriver(core=False, stream_devices={0x55: 1})
+    ex = Executor(0, cache_dir="off", driver=driver)
+    spec, calls = VectorAdd(), driver.driver_calls
     for _ in range(3):
-        ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x55, 0))
+        ex.launch(spec, *ARGS, grid=4, block=256, stream=_DeviceStream(0x55, 0))
     assert [call[8] for call in calls] == [0x55] * 3
     with pytest.raises(LaunchError, match=r"stream 0x55 belongs to device 1"):
-        ex.launch(spec, *args, grid=4, block=256, stream=_DeviceStream(0x55, 1))
+        ex.launch(spec, *ARGS, grid=4, block=256, stream=_DeviceStream(0x55, 1))
     with pytest.raises(LaunchError, match=r"stream 0x55 belongs to device 1"):
-        ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(0x55))
-    assert asked == [0x55] and len(calls) == 3
+        ex.launch(spec, *ARGS, grid=4, block=256, stream=_BareStream(0x55))
+    assert driver.asked == [0x55] and len(calls) == 3
 
 
-def test_stream_device_asked_of_the_driver(fake_driver_executor):
-    """A stream object that names no device is placed by cuStreamGetDevice, once."""
-    import types
-
-    ex, calls = fake_driver_executor
-    ex.device_id = 0
-    asked = []
-
-    class Result(int):
-        name = "CUDA_ERROR_INVALID_HANDLE"
-
-    def get_device(handle):
-        asked.append(handle)
-        return (Result(0), {0x70: 0, 0x71: 1}[handle]) if handle in (0x70, 0x71) else \
-            (Result(400), None)
-
-    ex._success = 0
-    ex._driver = types.SimpleNamespace(cuStreamGetDevice=get_device, CUstream=int)
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+def test_stream_device_asked_of_the_driver(launch_path):
+    """A stream object that names no device is placed by the driver, once per object; a
+    handle the driver does not know is refused; the current context's own stream handles
+    (CU_STREAM_LEGACY) are not asked about."""
+    driver = FakeDriver(core=False, stream_devices={0x70: 0, 0x71: 1})
+    ex = Executor(0, cache_dir="off", driver=driver)
+    spec, calls = VectorAdd(), driver.driver_calls
     mine = _BareStream(0x70)
     for _ in range(3):
-        ex.launch(spec, *args, grid=4, block=256, stream=mine)
-    assert asked == [0x70] and len(calls) == 3  # checked once per stream object
+        ex.launch(spec, *ARGS, grid=4, block=256, stream=mine)
+    assert driver.asked == [0x70] and len(calls) == 3  # checked once per stream object
     with pytest.raises(LaunchError, match=r"stream 0x71 belongs to device 1"):
-        ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(0x71))
+        ex.launch(spec, *ARGS, grid=4, block=256, stream=_BareStream(0x71))
+    with pytest.raises(LaunchError, match=r"stream 0x72 is not a stream the driver knows"):
+        ex.launch(spec, *ARGS, grid=4, block=256, stream=_BareStream(0x72))
+    ex.launch(spec, *ARGS, grid=4, block=256, stream=_BareStream(1))  # CU_STREAM_LEGACY
+    assert driver.asked == [0x70, 0x71, 0x72] and len(calls) == 4
+
+
+def test_cuda_driver_names_a_stream_it_does_not_know(monkeypatch):
+    """CudaDriver turns cuStreamGetDevice's error into a LaunchError naming the handle and
+    the driver's error."""
+    from cuda.bindings import driver as bindings
+
+    from specdsl._runtime.driver import CudaDriver
+
+    invalid = bindings.CUresult.CUDA_ERROR_INVALID_HANDLE
+    monkeypatch.setattr(bindings, "cuStreamGetDevice", lambda stream: (invalid, None))
     with pytest.raises(LaunchError, match=r"stream 0x72 is not a stream the driver knows: "
                                           r"CUDA_ERROR_INVALID_HANDLE"):
-        ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(0x72))
-    ex.launch(spec, *args, grid=4, block=256, stream=_BareStream(1))  # CU_STREAM_LEGACY
-    assert asked == [0x70, 0x71, 0x72] and len(calls) == 4
+        CudaDriver().stream_device(0x72)
 
 
 def test_stream_without_a_handle_refused():
@@ -437,7 +422,7 @@ def test_stream_without_a_handle_refused():
         def __cuda_stream__(self):
             raise RuntimeError("stream is closed")
 
-    from specdsl.arguments import stream_handle
+    from specdsl._runtime.streams import stream_handle
 
     with pytest.raises(LaunchError, match=r"gave no handle: stream is closed"):
         stream_handle(Closed())
@@ -446,77 +431,64 @@ def test_stream_without_a_handle_refused():
 def test_cuda_core_launch_failure_is_a_launch_error(launch_path):
     """A launch cuda.core refuses becomes a LaunchError naming the entry and geometry;
     an argument's own error stays the LaunchError the checks raise."""
-    def refuse(*args):
-        raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested")
-
-    def arm(module):
-        module.through_core = True
-        module.fire = module.packer.core_launcher(refuse, "kernel")
-
-    ex = _stub_executor(arm, _default_streams=(7, "stream"), _core_launch=refuse,
-                        _launch_config=lambda **kw: ("config", kw))
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    refused = RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested")
+    ex = Executor(0, cache_dir="off", driver=FakeDriver(core_error=refused))
+    spec = VectorAdd()
     with pytest.raises(LaunchError, match=r"vector_add: cuda.core launch failed: "
-                                          r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*\(grid \(4, 1, 1\), "
-                                          r"block \(256, 1, 1\), shared_mem 0\)"):
-        ex.launch(spec, *args, grid=4, block=256)
+                                          r"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.*"
+                                          r"\(grid \(4, 1, 1\), block \(256, 1, 1\), "
+                                          r"shared_mem 0\)"):
+        ex.launch(spec, *ARGS, grid=4, block=256)
     with pytest.raises(LaunchError, match=r"parameter 'a' .* expects an address aligned to 16"):
-        ex.launch(spec, 0x7F0000000001, *args[1:], grid=4, block=256)
+        ex.launch(spec, 0x7F0000000001, *ARGS[1:], grid=4, block=256)
     with pytest.raises(LaunchError, match=r"cuda.core launch failed"):
-        ex.bind(spec, grid=4, block=256)(*args)
+        ex.bind(spec, grid=4, block=256)(*ARGS)
 
 
-@pytest.fixture
-def fake_core_executor(launch_path):
-    """An executor whose cuda.core launches are recorded (module loading stubbed), on each
-    launch path: ``(executor, calls)``, one ``(stream, config, kernel, *values)`` a launch."""
-    calls = []
-
-    def record(*args):
-        calls.append(args)
-
-    def arm(module):
-        module.through_core = True
-        module.fire = module.packer.core_launcher(record, "kernel")
-
-    ex = _stub_executor(arm, _default_streams=(7, "stream"), _core_launch=record,
-                        _launch_config=lambda **kw: ("config", kw["grid"], kw["block"]))
-    return ex, calls
+def test_driver_launch_failure_is_a_launch_error(launch_path):
+    """An error cuLaunchKernel returns becomes a LaunchError naming it, the entry and the
+    geometry, from launch and from a bound launcher."""
+    error = CUresult(701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+    ex = Executor(0, cache_dir="off", driver=FakeDriver(core=False, driver_error=error))
+    message = (r"vector_add: cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES "
+               r"\(grid \(4, 1, 1\), block \(256, 1, 1\), shared_mem 0\)")
+    with pytest.raises(LaunchError, match=message):
+        ex.launch(VectorAdd(), *ARGS, grid=4, block=256)
+    with pytest.raises(LaunchError, match=message):
+        ex.bind(VectorAdd(), grid=4, block=256)(*ARGS)
 
 
-def test_launch_hot_path_follows_geometry_and_counts_hits(fake_core_executor, launch_path):
+def test_launch_hot_path_follows_geometry_and_counts_hits(fake_core, launch_path):
     """Repeated launches take the cached module and geometry; a new grid, block or spec is
     checked afresh; each launch after the first counts as one cache hit."""
-    ex, calls = fake_core_executor
-    assert ex._pure_python == (launch_path == "python")
-    spec, args = VectorAdd(), (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
-    grid = (4, 1, 1)
+    ex, driver = fake_core
+    calls = driver.core_calls
+    assert ex.compiled == (launch_path == "compiled")
+    spec, grid = VectorAdd(), (4, 1, 1)
     for _ in range(3):
-        ex.launch(spec, *args, grid=grid, block=256)
-    ex.launch(spec, *args, grid=8, block=(128,))
-    ex.launch(VectorAdd(block=128), *args, grid=8, block=128)  # equal baked fields: one module
+        ex.launch(spec, *ARGS, grid=grid, block=256)
+    ex.launch(spec, *ARGS, grid=8, block=(128,))
+    ex.launch(VectorAdd(block=128), *ARGS, grid=8, block=128)  # equal baked fields: one module
     assert [call[1] for call in calls] == [("config", (4, 1, 1), (256, 1, 1))] * 3 + [
         ("config", (8, 1, 1), (128, 1, 1))] * 2
-    assert all(call[3:] == args and call[:1] == ("stream",) for call in calls)
+    assert all(call[3:] == ARGS and call[:1] == ("stream",) for call in calls)
     assert ex.stats.hits == 4 and ex.stats.misses == 1
-    assert (ex._launch_hits == 3) == (launch_path == "compiled")  # taken in compiled code
     with pytest.raises(LaunchError, match=r"vector_add: block.x must be at least 1 \(got 0\)"):
-        ex.launch(spec, *args, grid=grid, block=0)
+        ex.launch(spec, *ARGS, grid=grid, block=0)
     with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\)"):
-        ex.launch(spec, *args[:3], grid=grid, block=256)
+        ex.launch(spec, *ARGS[:3], grid=grid, block=256)
     assert len(calls) == 5
 
 
-def test_launch_hot_path_proves_hand_keys(fake_core_executor):
+def test_launch_hot_path_proves_hand_keys(fake_core):
     """A hand-written key missing a baked field raises IncompleteKeyError through launch,
     also after the key's first request was launched from the hot path."""
-    ex, calls = fake_core_executor
-    args = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    ex, driver = fake_core
     for _ in range(2):
-        ex.launch(HandKeyedAdd(), *args, grid=4, block=256)
+        ex.launch(HandKeyedAdd(), *ARGS, grid=4, block=256)
     with pytest.raises(IncompleteKeyError, match=r"dtype"):
-        ex.launch(HandKeyedAdd(dtype=DType.F16), *args, grid=4, block=256)
-    assert len(calls) == 2
+        ex.launch(HandKeyedAdd(dtype=DType.F16), *ARGS, grid=4, block=256)
+    assert len(driver.core_calls) == 2
 
 
 def test_a_subclass_overrides_launch(launch_path):
@@ -533,40 +505,88 @@ def test_a_subclass_overrides_launch(launch_path):
     assert ex.calls == 1
 
 
-def test_an_executor_is_freed_without_the_cycle_collector(launch_path):
-    """No reference cycle keeps an executor (and its modules) alive once it is dropped."""
+@pytest.mark.parametrize("device", [None, 0], ids=["compile-only", "launched"])
+def test_an_executor_is_freed_without_the_cycle_collector(launch_path, device):
+    """No reference cycle keeps an executor (and its modules) alive once it is dropped,
+    after launches and binds on a device too."""
     import gc
     import weakref
 
     gc.disable()
     try:
-        ex = Executor(None, target="sm_90", cache_dir="off")
-        ex.ensure_module(VectorAdd())
-        ref = weakref.ref(ex)
+        ex = Executor(device, target="sm_90", cache_dir="off", driver=FakeDriver())
+        if device is not None:
+            ex.launch(VectorAdd(), *ARGS, grid=4, block=256)
+            ex.bind(VectorAdd(), grid=4, block=256)(*ARGS)
+        refs = [weakref.ref(ex), weakref.ref(ex.ensure_module(VectorAdd()))]
         del ex
-        assert ref() is None
+        assert [ref() for ref in refs] == [None, None]
     finally:
         gc.enable()
 
 
-def test_the_launch_path_is_chosen_once_per_executor(fake_core_executor, launch_path, monkeypatch):
+def test_the_launch_path_is_chosen_once_per_executor(fake_core, launch_path, monkeypatch):
     """SPECDSL_PURE_PYTHON changed after an executor was made changes nothing for it: later
-    modules keep its path, and a bad value is not read again."""
+    modules keep its path."""
     from specdsl.speedups import PURE_PYTHON_ENV
 
-    ex, calls = fake_core_executor
-    args = (0x7F0000000000, 0x7F0000001000, 0x7F0000002000, 1024)
+    ex, driver = fake_core
     monkeypatch.setenv(PURE_PYTHON_ENV, "yes")
-    ex.launch(VectorAdd(dtype=DType.F16), *args, grid=4, block=256)
-    (module,) = ex._modules.values()
+    ex.launch(VectorAdd(dtype=DType.F16), *ARGS, grid=4, block=256)
+    module = ex.ensure_module(VectorAdd(dtype=DType.F16))
     assert (type(module.fire).__name__ == "CoreLaunch") == (launch_path == "compiled")
-    assert len(calls) == 1
+    assert ex.compiled == (launch_path == "compiled") and len(driver.core_calls) == 1
 
 
-def test_no_geometry_is_checked_as_such_on_a_fresh_module(fake_core_executor):
+def test_no_geometry_is_checked_as_such_on_a_fresh_module(fake_core):
     """grid=None, block=None, shared_mem=None on a module's first launch is refused by the
     geometry check (a LaunchError), on either path."""
-    ex, calls = fake_core_executor
+    ex, driver = fake_core
     with pytest.raises(LaunchError, match=r"grid must be"):
         ex.launch(VectorAdd(), 1, 2, grid=None, block=None, shared_mem=None)
-    assert calls == []
+    assert driver.core_calls == []
+
+
+def test_a_first_launch_of_none_is_not_a_spec(fake_core):
+    """launch(None, ...) as an executor's first launch, with checking off, is refused as no
+    kernel spec (it never matches the empty last-launch state)."""
+    from specdsl import NotASpecError, key_checking
+
+    ex, driver = fake_core
+    with key_checking(False), pytest.raises(NotASpecError):
+        ex.launch(None, grid=1, block=32)
+    assert driver.core_calls == []
+
+
+def test_launch_is_a_documented_method_bound_to_the_held_launch_path(fake_core, launch_path):
+    """Executor.launch is defined in Python with its full docstring; an executor's launch is
+    its launch path's own method (the compiled LaunchPath, or the Python Launcher), an
+    object it holds: Executor derives from object alone."""
+    import inspect
+
+    from specdsl._runtime.launching import Launcher
+
+    ex, _ = fake_core
+    doc = inspect.getdoc(Executor.launch)
+    for error in ("LaunchError", "IncompleteKeyError", "RenderError", "CompileError"):
+        assert f"{error}:" in doc or f"{error}," in doc
+    assert "def launch(self, spec" in inspect.getsource(Executor)
+    assert Executor.__mro__ == (Executor, object)
+    holder = ex.launch.__self__
+    assert type(holder).__name__ == ("LaunchPath" if launch_path == "compiled" else "Launcher")
+    assert (launch_path == "compiled") != isinstance(holder, Launcher)
+
+
+def test_compiled_path_reads_the_named_tuples_fields_where_they_are():
+    """The positions the compiled launch path reads the launcher's named tuples at are
+    the positions of their fields."""
+    from specdsl._runtime.geometry import LastGeometry, LaunchGeometry
+    from specdsl._runtime.launching import LastLaunch
+    from specdsl._runtime.speedups import speedups
+    from specdsl._runtime.streams import Streams
+
+    built = speedups()
+    if built is None:
+        pytest.skip("the compiled launch path is not built")
+    types_ = {t.__name__: t for t in (LastLaunch, Streams, LastGeometry, LaunchGeometry)}
+    assert {key: types_[key[0]]._fields.index(key[1]) for key in built.FIELDS} == built.FIELDS

@@ -11,12 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from specdsl import DType, Executor, IncompleteKeyError, LaunchError
-from specdsl.kernels import VectorAdd
-from specdsl.kernels._case import from_bits, relative_error, to_bits
-from specdsl.ledger import key_checking
-
 from handkeyed import HandKeyedAdd
+from specdsl import DType, Executor, IncompleteKeyError, LaunchError, key_checking
+from specdsl.kernels import VectorAdd
+from specdsl.kernels.case import from_bits, relative_error, to_bits
 
 pytestmark = pytest.mark.gpu
 
@@ -26,11 +24,11 @@ TOLERANCE = {DType.F32: 1e-6, DType.F16: 1e-3, DType.BF16: 1e-2}
 
 @pytest.fixture(scope="module", params=["compiled", "python"])
 def executor(request, tmp_path_factory):
-    """An executor on each launch path (specdsl.speedups): every test here runs on both."""
-    from specdsl.speedups import PURE_PYTHON_ENV, compiled
+    """An executor on each launch path (specdsl._runtime.speedups): every test here runs on both."""
+    from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled
 
     if request.param == "compiled" and not compiled():
-        pytest.skip("specdsl._speedups is not built")
+        pytest.skip("specdsl._runtime._speedups is not built")
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(PURE_PYTHON_ENV, raising=False)
         if request.param == "python":
@@ -95,7 +93,7 @@ def test_vector_add_cupy(executor):
     """VectorAdd on CuPy arrays (read through __cuda_array_interface__) matches float64."""
     cp = pytest.importorskip("cupy")
     rng = np.random.default_rng(3)
-    a_host, b_host = rng.standard_normal(N).astype(np.float16), rng.standard_normal(N).astype(np.float16)
+    a_host, b_host = (rng.standard_normal(N).astype(np.float16) for _ in range(2))
     a, b = cp.asarray(a_host), cp.asarray(b_host)
     out = cp.empty(N, dtype=cp.float16)
     out.view(cp.uint8).fill(0xFF)
@@ -108,7 +106,7 @@ def test_vector_add_cupy(executor):
 
 def test_vector_add_buffers_and_core_stream(executor):
     """cuda.core Buffers on a cuda.core Stream, copied through pinned host buffers."""
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
     from specdsl.kernels.vector_add import example
 
     case = example(VectorAdd(dtype="bf16"), np.random.default_rng(4), n=4099)
@@ -285,7 +283,8 @@ def test_bound_launcher_matches_launch(executor, torch):
     stream.synchronize()
     assert relative_error(_download(torch, out, DType.F16), a64 + b64) <= TOLERANCE[DType.F16]
     out.view(torch.uint8).fill_(0xFF)
-    with pytest.raises(LaunchError, match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
+    with pytest.raises(LaunchError,
+                       match=r"vector_add takes 4 argument\(s\) \(a, b, out, n\), got 3"):
         bound(a, b, out)
     with pytest.raises(LaunchError, match=r"parameter 'n' \(.u64 n\) expects"):
         bound(a, b, out, -1)
@@ -305,7 +304,7 @@ def test_stream_placed_by_the_driver(executor, torch):
 
     rng = np.random.default_rng(8)
     stream = torch.cuda.Stream()
-    assert executor._driver_stream_device(stream.cuda_stream) == executor.device_id
+    assert executor.driver.stream_device(stream.cuda_stream) == executor.device_id
     spec = VectorAdd()
     with torch.cuda.stream(stream):
         a, b, out, a64, b64 = _torch_case(torch, DType.F32, rng)
@@ -324,7 +323,8 @@ def test_split_softmax_needs_whole_clusters(executor):
     assert module.cluster == (2, 1, 1)
     (grid, _), block = spec.launch_dims(3), spec.block
     assert grid == (6, 1, 1)
-    with pytest.raises(LaunchError, match=r"is not a whole number of the kernel's clusters of \(2, 1, 1\)"):
+    with pytest.raises(LaunchError,
+                       match=r"is not a whole number of the kernel's clusters of \(2, 1, 1\)"):
         executor.launch(spec, 0, 0, 3, grid=5, block=block)
 
 

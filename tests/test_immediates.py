@@ -4,10 +4,11 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specdsl import RenderError
-from specdsl.immediates import bf16, encode_float, f16, f32, f64, integer
+from specdsl._templating.immediates import bf16, encode_float, f16, f32, f64, integer
 
 
 @pytest.mark.parametrize("value, text", [
@@ -97,7 +98,7 @@ def test_integer_range(value, ptx_type):
 @given(st.floats(allow_nan=False, allow_infinity=False, width=64), st.sampled_from(["f32", "f16"]))
 def test_struct_fast_path_agrees_with_exact_path(x, fmt):
     """The struct-based fast path gives the exact path's bits, and the same refusals."""
-    import specdsl.immediates as immediates
+    import specdsl._templating.immediates as immediates
 
     def encode(fast):
         saved = immediates._STRUCT_FORMATS

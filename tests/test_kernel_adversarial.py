@@ -13,12 +13,29 @@ import math
 import numpy as np
 import pytest
 
-from differential import (compare, rounded, run_fp8_quant, run_rmsnorm, run_rope,
-                          run_silu_mul, run_softmax)
-from specdsl.dtype import DType
-from specdsl.kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
-from specdsl.kernels import fp8_quant, rmsnorm, rope, silu_mul, softmax
-from specdsl.kernels._case import TOLERANCE, from_bits, to_bits
+from differential import (
+    compare,
+    rounded,
+    run_fp8_quant,
+    run_rmsnorm,
+    run_rope,
+    run_silu_mul,
+    run_softmax,
+)
+from specdsl._spec.dtype import DType
+from specdsl.kernels import (
+    Fp8Quant,
+    RMSNorm,
+    RoPE,
+    SiluMul,
+    Softmax,
+    fp8_quant,
+    rmsnorm,
+    rope,
+    silu_mul,
+    softmax,
+)
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm import F32_MAX
 
 #: (largest finite, smallest normal, smallest subnormal) of each input type.

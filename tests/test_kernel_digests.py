@@ -13,8 +13,8 @@ import hashlib
 
 from golden import check_golden
 from specdsl import render
+from specdsl._review.variants import spec_variants
 from specdsl.kernels import ALL, Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
-from specdsl.variants import spec_variants
 
 DTYPES = ("bf16", "f16", "f32")
 

@@ -7,13 +7,12 @@ import re
 import numpy as np
 import pytest
 
-from specdsl import DType, RenderError, SpecError, render
-from specdsl.kernels import Fp8Quant
-from specdsl.kernels._case import TOLERANCE, Output, from_bits, to_bits
-from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
-
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
+from specdsl import DType, RenderError, SpecError, render
+from specdsl.kernels import Fp8Quant
+from specdsl.kernels.case import TOLERANCE, Output, from_bits, to_bits
+from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -136,7 +135,7 @@ def test_example_has_zero_row_and_scale_output():
 def test_gpu_dynamic(dtype, hidden, block, tokens):
     """On the GPU, codes and scales match the float64 reference; row 0 is all zero."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     if dtype == "f32":
         hidden = min(hidden, 32768)
@@ -151,7 +150,7 @@ def test_gpu_dynamic(dtype, hidden, block, tokens):
 def test_gpu_all_zero_rows():
     """On the GPU, all-zero rows give scale 2^-126 and zero codes (no NaN)."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(11)
     case = example(Fp8Quant(hidden=1024, block=128), rng, tokens=3, zero_rows=(0, 1, 2))
@@ -165,7 +164,7 @@ def test_gpu_all_zero_rows():
 def test_gpu_static(kw):
     """On the GPU, static scales quantize (and saturate) like the reference."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(13)
     case = example(Fp8Quant(hidden=4096, **kw), rng, tokens=17)
@@ -176,7 +175,7 @@ def test_gpu_static(kw):
 def _warp_max_case(spec: Fp8Quant, tokens: int, value: float = 50.0):
     """`tokens` rows of N(0, 1) with +-`value` in the first vector of warp (r % warps)'s
     thread 5 of row r: the row maximum sits in each warp in turn."""
-    from specdsl.kernels._case import KernelCase
+    from specdsl.kernels.case import KernelCase
 
     warps, lanes = spec.block // 32, spec.lanes
     x = np.random.default_rng(spec.block).standard_normal((tokens, spec.hidden))
@@ -195,7 +194,7 @@ def test_gpu_dynamic_scale_with_three_warps():
     """The issue's input: block=96, hidden=4096, 50.0 in warp 2's slice of row 2 gives
     scale 50/448 = 0.1116 (the reduction of before stored 0.0086, missing warp 2)."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     case = _warp_max_case(Fp8Quant(dtype="bf16", hidden=4096, block=96), tokens=3)
     assert case.expected["scale"][2] == pytest.approx(50.0 / 448)
@@ -209,7 +208,7 @@ def test_gpu_dynamic_scale_odd_warp_counts(block):
     """CTAs of 3, 5, 7, 9 and 31 warps (wrong scales, or reads past the shared array,
     before): each row's maximum, in each warp in turn, sets its scale."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     spec = Fp8Quant(dtype="bf16", hidden=16 * block, block=block)  # 2 vectors a thread
     case = _warp_max_case(spec, tokens=block // 32)
@@ -317,7 +316,7 @@ def test_multiples_of_the_vector_keep_their_ptx():
 
 
 ODD_GPU = [(dtype, hidden, tokens) for dtype in ("f32", "f16", "bf16")
-           for hidden, tokens in zip(ODD, (3, 5, 4, 3, 2))]
+           for hidden, tokens in zip(ODD, (3, 5, 4, 3, 2), strict=True)]
 
 
 @pytest.mark.gpu
@@ -327,7 +326,7 @@ def test_gpu_odd_lengths(dtype, hidden, tokens, mode):
     """On the GPU, rows of odd length (one element, one code a vector) quantize like the
     float64 reference, scales included; row 0 is all zero."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     spec = Fp8Quant(dtype=dtype, hidden=hidden, scale_mode=mode)
     rng = np.random.default_rng(hidden + tokens)
@@ -343,7 +342,7 @@ def test_gpu_model_widths_and_narrow_vectors(dtype, hidden):
     """On the GPU, the MLP widths the default block used to refuse and rows of 8- and
     4-byte vectors quantize like the reference."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(hidden)
     case = example(Fp8Quant(dtype=dtype, hidden=hidden), rng, tokens=5)

@@ -15,7 +15,6 @@ import pytest
 from ptxsim import SimError, check_loops, loops, row_coverage
 from specdsl import render
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
-
 from test_kernel_digests import pinned_requests
 
 #: Rows longer than the registers of 1024 threads, in every chunked path: whole chunks

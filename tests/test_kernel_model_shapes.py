@@ -17,7 +17,7 @@ import pytest
 
 from ptxcheck import assert_no_spills
 from specdsl import render
-from specdsl.compile import compile_ptx
+from specdsl._runtime.compile import compile_ptx
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
 from specdsl.kernels.softmax import suggested_split
 

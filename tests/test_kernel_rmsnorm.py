@@ -9,13 +9,13 @@ import pytest
 
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
-from specdsl import SpecError, render
-from specdsl.cli import main
-from specdsl.dtype import DType
-from specdsl.kernels import RMSNorm
-from specdsl.kernels._case import TOLERANCE, from_bits, to_bits
-from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, reference
 from ptxsim import row_coverage
+from specdsl import SpecError, render
+from specdsl._cli.main import main
+from specdsl._spec.dtype import DType
+from specdsl.kernels import RMSNorm
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
+from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, reference
 
 # Smallest row, an odd LLM size (2880: guarded last sweep), a common one, the largest.
 HIDDEN = {DType.BF16: (8, 2880, 4096, 65536), DType.F16: (8, 2880, 4096, 65536),
@@ -115,7 +115,7 @@ def test_reference_values():
 
 def test_example_fused_expects_rounded_sum():
     """The fused example expects residual = x + residual rounded to bf16 and y from that sum."""
-    from specdsl.kernels._case import from_bits, to_bits
+    from specdsl.kernels.case import from_bits, to_bits
 
     case = example(RMSNorm(hidden=16, fused_residual=True), np.random.default_rng(3), rows=2)
     args = dict(case.args)
@@ -146,7 +146,7 @@ GPU_CASES = [
 def test_gpu_matches_reference(dtype, hidden, fused, rows):
     """On the GPU, every output is within the dtype's tolerance of the float64 reference."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(hidden + rows)
     case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=rows)
@@ -252,7 +252,7 @@ def test_multiples_of_the_vector_keep_their_ptx():
 
 
 ODD_GPU = [(dtype, hidden, fused, rows) for dtype in ("bf16", "f16", "f32")
-           for hidden, rows in zip(ODD, (3, 5, 4, 3, 2)) for fused in (False, True)]
+           for hidden, rows in zip(ODD, (3, 5, 4, 3, 2), strict=True) for fused in (False, True)]
 
 
 @pytest.mark.gpu
@@ -261,7 +261,7 @@ def test_gpu_odd_lengths_match_reference(dtype, hidden, fused, rows):
     """On the GPU, rows of odd length (one element a vector; 50257 and 131073 in chunks)
     match the float64 reference in every dtype, with and without the fused residual."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(hidden + rows)
     case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=rows)
@@ -283,7 +283,7 @@ def test_gpu_narrow_and_long_rows_match_reference(dtype, hidden, fused):
     passes; with the residual, s written in pass 1 and read back in pass 2) match, on 5
     rows: each CTA's chunk loop stops at its own row's end."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(hidden)
     case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=5)

@@ -11,7 +11,7 @@ import pytest
 from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import RMSNorm, RMSNormQuant
-from specdsl.kernels._case import TOLERANCE, from_bits, to_bits
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm_quant import example, reference
 
 MODES = ("dynamic", "static", "group")
@@ -168,9 +168,9 @@ def test_gpu_codes_equal_the_unfused_pair(dtype, hidden, fused, mode):
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_gpu_example_matches_reference(mode):
-    """The example case runs through specdsl.demo.run_case within its tolerance."""
+    """The example case runs through specdsl._review.demo.run_case within its tolerance."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(7)
     case = example(RMSNormQuant(hidden=4096, fused_residual=True, scale_mode=mode), rng, rows=9)

@@ -8,13 +8,12 @@ import struct
 import numpy as np
 import pytest
 
-from specdsl import DType, SpecError, render
-from specdsl.kernels import RoPE
-from specdsl.kernels._case import Output, from_bits, to_bits
-from specdsl.kernels.rope import example, reference
-
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
+from specdsl import DType, SpecError, render
+from specdsl.kernels import RoPE
+from specdsl.kernels.case import Output, from_bits, to_bits
+from specdsl.kernels.rope import example, reference
 
 #: Positions the accuracy tests cover: 0, 1, one below a power of two, 2^16, 2^17 - 1.
 EDGE_POSITIONS = np.array([0, 1, 4095, 65536, 131071], dtype=np.int64)
@@ -190,7 +189,7 @@ def test_example_case():
 def test_gpu_edge_positions(dtype, style, kw):
     """On the GPU, q and k match float64 RoPE at positions 0, 1, 4095, 65536 and 131071."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     spec = RoPE(dtype=dtype, style=style, **kw)
     rng = np.random.default_rng(7)
@@ -204,7 +203,7 @@ def test_gpu_edge_positions(dtype, style, kw):
 def test_gpu_random_positions(tokens):
     """On the GPU, bf16 q and k match the reference at random positions below 131072."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     spec = RoPE(dtype="bf16", q_heads=32, kv_heads=8, head_dim=128, theta=1e6)
     rng = np.random.default_rng(tokens)

@@ -7,13 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from specdsl import DType, SpecError, render
-from specdsl.kernels import SiluMul
-from specdsl.kernels._case import Output, from_bits
-from specdsl.kernels.silu_mul import example, reference
-
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
+from specdsl import DType, SpecError, render
+from specdsl.kernels import SiluMul
+from specdsl.kernels.case import Output, from_bits
+from specdsl.kernels.silu_mul import example, reference
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
@@ -122,7 +121,7 @@ def test_example_case():
 def test_gpu_matches_reference(dtype, d, tokens, unroll, block):
     """On the GPU, out matches the float64 reference within the dtype's tolerance."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     spec = SiluMul(dtype=dtype, d=d, unroll=unroll, block=block)
     rng = np.random.default_rng(d + tokens)

@@ -11,7 +11,7 @@ import pytest
 from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import SiluMul, SiluMulQuant
-from specdsl.kernels._case import TOLERANCE, from_bits, to_bits
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.silu_mul_quant import example, reference
 
 MODES = ("dynamic", "static", "group")

@@ -10,11 +10,11 @@ import pytest
 
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
+from ptxsim import row_coverage
 from specdsl import SpecError, render
-from specdsl.dtype import DType
+from specdsl._spec.dtype import DType
 from specdsl.kernels import Softmax
 from specdsl.kernels.softmax import MAX_COLS, example, reference, suggested_split
-from ptxsim import row_coverage
 
 # Smallest row, an odd size (guarded sweep), register-resident rows, then 2, 4 and 8 chunks.
 COLS = {DType.BF16: (8, 1000, 4096, 32768, 131072, MAX_COLS),
@@ -170,7 +170,7 @@ SPLIT_CASES = [
 def test_gpu_matches_reference(dtype, cols, scale, rows):
     """On the GPU, y is within the dtype's tolerance of the float64 softmax."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(cols + rows)
     case = example(Softmax(cols=cols, scale=scale, dtype=dtype), rng, rows=rows)
@@ -183,7 +183,7 @@ def test_gpu_matches_reference(dtype, cols, scale, rows):
 def test_gpu_split_rows_match_reference(dtype, cols, scale, rows, split):
     """A row shared by a cluster of `split` CTAs gives the float64 softmax too."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(cols + rows + split)
     case = example(Softmax(cols=cols, scale=scale, dtype=dtype, split=split), rng, rows=rows)
@@ -290,8 +290,8 @@ def test_gpu_long_row_masked_prefix(prefix):
     or padding mask) gives the finite softmax of the rest; from 57352 on, where a thread's
     whole first chunk is masked, it gave NaN everywhere (issue 11)."""
     from specdsl import Executor
-    from specdsl.demo import run_case
-    from specdsl.kernels._case import KernelCase, Output, from_bits, to_bits
+    from specdsl._review.demo import run_case
+    from specdsl.kernels.case import KernelCase, Output, from_bits, to_bits
 
     spec = Softmax(cols=131072, dtype="bf16")
     x = np.random.default_rng(prefix).standard_normal((1, spec.cols))
@@ -396,7 +396,7 @@ def test_odd_split_suggestion():
 
 
 ODD_GPU = [(dtype, cols, scale, rows) for dtype in ("bf16", "f16", "f32")
-           for cols, rows in zip(ODD, (3, 5, 4, 3, 2)) for scale in (1.0, -0.5)]
+           for cols, rows in zip(ODD, (3, 5, 4, 3, 2), strict=True) for scale in (1.0, -0.5)]
 
 
 @pytest.mark.gpu
@@ -405,7 +405,7 @@ def test_gpu_odd_lengths_match_reference(dtype, cols, scale, rows):
     """On the GPU, rows of odd length (one element a vector: 4097 attention scores, a
     50257-token vocabulary; 50257 and 131073 in chunks) match the float64 softmax."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(cols + rows)
     case = example(Softmax(cols=cols, scale=scale, dtype=dtype), rng, rows=rows)
@@ -422,7 +422,7 @@ def test_gpu_narrow_vectors_match_reference(dtype, cols, split):
     odd number of vectors, so only an odd split divides the row) and the longest odd row
     (8 chunks) match the float64 softmax."""
     from specdsl import Executor
-    from specdsl.demo import run_case
+    from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(cols)
     case = example(Softmax(cols=cols, dtype=dtype, split=split), rng, rows=3)
@@ -499,7 +499,7 @@ def test_gpu_tuning_fields_give_the_default_output(cols, dtype, scale, fields):
     fewer), and within the tolerance of the float64 softmax."""
     from differential import compare, run_softmax
     from specdsl import Executor
-    from specdsl.kernels._case import TOLERANCE, from_bits, to_bits
+    from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 
     torch = pytest.importorskip("torch")
     executor = Executor()

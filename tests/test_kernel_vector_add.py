@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdsl import DType, SpecError, render
-from specdsl.kernels import VectorAdd
-from specdsl.kernels._case import Output, from_bits
-from specdsl.kernels.vector_add import example
-
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
+from specdsl import DType, SpecError, render
+from specdsl.kernels import VectorAdd
+from specdsl.kernels.case import Output, from_bits
+from specdsl.kernels.vector_add import example
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from specdsl import DType, RenderError, SpecDefinitionError, derived_key, hand_key, render
-from specdsl.keys import DIGEST_HEX
+from specdsl._render.keys import DIGEST_HEX
 from specdsl.kernels import ALL, VectorAdd
-
 from strategies import TARGETS, launch_variations, requests, variations
 from userspecs import Toy
 
@@ -105,7 +105,7 @@ def test_template_pinned_within_a_process(tmp_path):
     (tmp_path / "p.ptx.j2").write_text('{% include "header.ptx.j2" %}\n.entry {{ entry }} // two\n')
 
     @kernel_spec(template="p.ptx.j2", entry="p", template_dir=tmp_path)
-    class P:  # noqa: F811 - redefined on purpose
+    class P:
         n: int = baked(1)
 
     assert (render(P()), derived_key(P())) == before
@@ -140,8 +140,8 @@ def _key_inputs(spec, target) -> tuple:
     """What a derived key is made of: the class, each baked field's canonical value, the
     target (the template digests are fixed within a process)."""
     from specdsl import Target
-    from specdsl.fields import canonical
-    from specdsl.spec import baked_values
+    from specdsl._spec.decorator import baked_values
+    from specdsl._spec.fields import canonical
 
     return (type(spec), tuple(canonical(v) for v in baked_values(spec).values()),
             Target.parse(target))
@@ -203,7 +203,7 @@ def test_int_enum_members_are_not_ints():
     """IntEnum members keep their class and name apart from the equal int."""
     import enum
 
-    from specdsl.fields import canonical
+    from specdsl._spec.fields import canonical
 
     class Level(enum.IntEnum):
         LOW = 1
@@ -220,7 +220,7 @@ def test_flag_combinations_without_names_stay_apart():
     """IntFlag values that have no member name of their own keep distinct canonical forms."""
     import enum
 
-    from specdsl.fields import canonical
+    from specdsl._spec.fields import canonical
 
     class Flags(enum.IntFlag):
         A = 1
@@ -238,8 +238,8 @@ def test_key_is_the_hash_of_its_inputs(spec, target):
     independent rewrite of docs/keys.md's recipe), which name every baked field in order."""
     import hashlib
 
-    from specdsl.keys import KEY_SCHEMA, key_inputs
-    from specdsl.spec import spec_info
+    from specdsl._render.keys import KEY_SCHEMA, key_inputs
+    from specdsl._spec.decorator import spec_info
 
     inputs = key_inputs(spec, target)
     h = hashlib.sha256()
@@ -249,3 +249,15 @@ def test_key_is_the_hash_of_its_inputs(spec, target):
     assert derived_key(spec, target) == f"{info.entry}-{h.hexdigest()[:DIGEST_HEX]}"
     assert inputs[0] == ("schema", KEY_SCHEMA) and ("target", target) in inputs
     assert [label for label, _ in inputs[8:]] == [f"baked.{n}" for n in info.baked]
+
+
+def test_dtype_keeps_its_published_name_in_keys():
+    """DType's members enter derived keys under the name the class was first published
+    with, wherever its module lives now: moving the class changes no key."""
+    from specdsl import DType, key_inputs
+    from specdsl._spec.fields import canonical
+    from specdsl.kernels import VectorAdd
+
+    assert canonical(DType.BF16) == ("enum", "specdsl.dtype.DType", "BF16")
+    assert key_inputs(VectorAdd(dtype="bf16"))[-1] == (
+        "baked.dtype", "('enum', 'specdsl.dtype.DType', 'BF16')")

@@ -10,13 +10,19 @@ from importlib.metadata import entry_points
 
 import pytest
 
-import specdsl.ledger as ledger_module
+import specdsl._proof.ledger as ledger_module
+import specdsl._proof.switch as switch_module
 from specdsl import DType, IncompleteKeyError, KeyLedger, baked, kernel_spec, launch, render
-from specdsl.ledger import (
-    CheckingSwitchError, checking_enabled, key_checking, parse_switch, proof_suspended,
-    set_default_checking, suspend_key_proof,
+from specdsl._proof.switch import (
+    checking_enabled,
+    key_checking,
+    parse_switch,
+    proof_suspended,
+    set_default_checking,
+    suspend_key_proof,
 )
-from specdsl.target import Target
+from specdsl._spec.target import Target
+from specdsl.errors import CheckingSwitchError
 
 
 @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
@@ -231,7 +237,7 @@ def test_key_first_compiled_while_suspended_is_proven_next_hit(Norm: type) -> No
 
 def test_key_must_be_a_nonempty_str(Norm: type) -> None:
     """A key that is not a non-empty str is refused with its value named."""
-    with pytest.raises(TypeError, match="non-empty str .got ''"):
+    with pytest.raises(TypeError, match=r"non-empty str \(got ''"):
         KeyLedger().record("", Norm(), "sm_90", "ptx")
     with pytest.raises(TypeError, match="got 42"):
         KeyLedger().prove(42, Norm(), "sm_90")
@@ -260,7 +266,7 @@ def test_sixteen_threads_no_false_positive_no_missed_mismatch(Norm: type) -> Non
     """16 threads prove and record over shared keys: exactly the bad requests raise."""
     ledger = KeyLedger()
     keys = [f"rmsnorm-{h}" for h in (1024, 2048, 4096, 8192)]
-    for hidden, key in zip((1024, 2048, 4096, 8192), keys):
+    for hidden, key in zip((1024, 2048, 4096, 8192), keys, strict=True):
         ledger.record(key, Norm(hidden=hidden), "sm_90", render(Norm(hidden=hidden)))
     barrier = threading.Barrier(16)
     results: list[tuple[bool, bool]] = []  # (expected to raise, raised)
@@ -330,7 +336,7 @@ def test_switch_refuses_other_values(value: str) -> None:
     reason="specdsl is not installed: its pytest11 entry point is not registered")
 def test_plugin_turns_checking_on_in_this_run() -> None:
     """The specdsl pytest plugin has turned checking on for this very test session."""
-    assert ledger_module.checking_default().source in ("set_default_checking", "environment")
+    assert switch_module.checking_default().source in ("set_default_checking", "environment")
     assert checking_enabled()
 
 
@@ -366,9 +372,8 @@ def test_key_checking_is_context_local() -> None:
 
 def test_key_checking_refuses_non_bool() -> None:
     """key_checking takes a bool, not a truthy value."""
-    with pytest.raises(TypeError, match="True or False .got 'no'"):
-        with key_checking("no"):
-            pass
+    with pytest.raises(TypeError, match=r"True or False \(got 'no'"), key_checking("no"):
+        pass
 
 
 def test_environment_wins_over_plugin_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -391,7 +396,7 @@ def _python(flags: list[str], env_value: str | None, code: str) -> subprocess.Co
                           capture_output=True, text=True, timeout=60)
 
 
-PRINT_SWITCH = "from specdsl.ledger import checking_enabled; print(checking_enabled())"
+PRINT_SWITCH = "from specdsl import checking_enabled; print(checking_enabled())"
 
 
 @pytest.mark.parametrize("flags, env_value, expected", [
@@ -424,7 +429,7 @@ def test_checking_default_names_its_source(monkeypatch: pytest.MonkeyPatch, env_
         monkeypatch.setenv("SPECDSL_CHECK_KEYS", env_value)
     previous = set_default_checking(True)
     try:
-        assert ledger_module.checking_default() == ledger_module.CheckingDefault(enabled, source)
+        assert switch_module.checking_default() == switch_module.CheckingDefault(enabled, source)
     finally:
         monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
         set_default_checking(previous)
@@ -435,7 +440,7 @@ def test_checking_default_without_a_setting_is_debug(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
     previous = set_default_checking(None)
     try:
-        assert ledger_module.checking_default() == ledger_module.CheckingDefault(
+        assert switch_module.checking_default() == switch_module.CheckingDefault(
             __debug__, "__debug__")
     finally:
         set_default_checking(previous)
@@ -444,9 +449,8 @@ def test_checking_default_without_a_setting_is_debug(monkeypatch: pytest.MonkeyP
 def test_mismatch_recorded_while_off_marks_the_key_incomplete() -> None:
     """Executors sharing a ledger: other PTX recorded with checking off makes every later
     proof under that key raise, even for a request equal to the first one."""
-    from specdsl import Executor
-
     from handkeyed import HandKeyedAdd
+    from specdsl import Executor
 
     ledger = KeyLedger()
     first = Executor(None, target="sm_90", cache_dir="off", ledger=ledger)

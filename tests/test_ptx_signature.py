@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 
 from specdsl import PTXSignatureError, render
-from specdsl.compile import compile_ptx
+from specdsl._review.variants import representative_request
+from specdsl._runtime.compile import compile_ptx
+from specdsl._runtime.signature import Param, entry_names, parse_entry
+from specdsl._spec.decorator import spec_info
 from specdsl.errors import CompileError
-from specdsl.variants import representative_request
 from specdsl.kernels import ALL, VectorAdd
-from specdsl.ptx import Param, entry_names, parse_entry
-from specdsl.spec import spec_info
 
 
 def _module(params: str, entry: str = "k") -> str:
-    return f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry {entry}(\n{params}\n)\n{{\n ret;\n}}\n"
+    return (".version 8.0\n.target sm_90\n.address_size 64\n"
+            f".visible .entry {entry}(\n{params}\n)\n{{\n ret;\n}}\n")
 
 
 def test_vector_add_signature():
@@ -33,7 +34,7 @@ def attrs_evolve(param: Param, name: str) -> Param:
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)
 def test_every_builtin_template_parses(cls):
-    """Each built-in kernel's representative request has a parseable entry whose pointers carry .ptr."""
+    """Each built-in's representative request has a parseable entry whose pointers carry .ptr."""
     spec = representative_request(cls)
     signature = parse_entry(render(spec), spec_info(spec).entry)
     assert signature.entry == spec_info(spec).entry
@@ -188,7 +189,7 @@ def test_declarations_without_a_meaning_are_refused(declaration, problem):
 def test_align_before_a_pointer_places_its_slot():
     """'.align 16' before a .ptr's type moves its slot in the parameter buffer; the one after
     '.ptr' is the pointee's. describe() spells both where PTX puts them."""
-    first, second = parse_entry(_module(".param .u32 n, .param .align 16 .u64 .ptr.global"
+    _, second = parse_entry(_module(".param .u32 n, .param .align 16 .u64 .ptr.global"
                                         ".align 8 p"), "k").params
     assert (second.param_align, second.pointee_align) == (16, 8)
     assert second.describe() == ".align 16 .u64 .ptr .global .align 8 p"

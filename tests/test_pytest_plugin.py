@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-import specdsl.ledger as ledger_module
+import specdsl._proof.switch as switch_module
 
 pytest_plugins = ["pytester"]
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 
 # The inner test avoids `assert`: PYTHONOPTIMIZE=1 strips it (that is the point).
 INNER_TEST = """
-from specdsl.ledger import checking_enabled
+from specdsl import checking_enabled
 
 def test_switch():
     print("CHECKING=%s" % checking_enabled())
@@ -76,10 +76,10 @@ def test_in_process_run_restores_previous_default(pytester: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """An in-process session puts the process default back when it ends."""
     monkeypatch.delenv("SPECDSL_CHECK_KEYS", raising=False)
-    previous = ledger_module.set_default_checking(None)
+    previous = switch_module.set_default_checking(None)
     try:
         pytester.makepyfile(test_inner=INNER_TEST.format(expected=True))
         pytester.runpytest_inprocess().assert_outcomes(passed=1)
-        assert ledger_module.checking_default().source == "__debug__"
+        assert switch_module.checking_default().source == "__debug__"
     finally:
-        ledger_module.set_default_checking(previous)
+        switch_module.set_default_checking(previous)

@@ -11,8 +11,8 @@ import pytest
 
 from ptxsim import SimError, run, segments, shared_arrays
 from specdsl import DType, SpecError, render
+from specdsl._templating.environment import environment
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
-from specdsl.templating import environment
 
 BLOCKS = range(32, 1025, 32)
 OPS = ("add", "max", "min")
@@ -245,7 +245,7 @@ def _extreme_rows(spec, cols: int, extreme: float, seed: int) -> np.ndarray:
     """Rows of N(0, 1), row r holding `extreme` (sign alternating for fp8) in the slice of
     warp r % warps (of CTA r // warps for a split row), at a lane, vector and element
     that turn with r; one more row without an extreme. Exact in the spec's dtype."""
-    from specdsl.kernels._case import from_bits, to_bits
+    from specdsl.kernels.case import from_bits, to_bits
 
     split = getattr(spec, "split", 1)
     warps, lanes = spec.block // 32, spec.vector
@@ -307,7 +307,7 @@ def test_gpu_block_sweep(gpu, kind, block):
     warp left out of the reduction, or a read past its array, shows in that row."""
     from differential import compare, run_fp8_quant, run_rmsnorm, run_softmax
     from specdsl.kernels import fp8_quant, rmsnorm, softmax
-    from specdsl.kernels._case import TOLERANCE
+    from specdsl.kernels.case import TOLERANCE
 
     executor, torch = gpu
     spec = _sweep_spec(kind, block)

@@ -6,12 +6,12 @@ import re
 import shlex
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specdsl import SpecError
+from specdsl._review.requests import format_request, format_value, parse_assignments, parse_request
 from specdsl.kernels import ALL, RMSNorm, RoPE, VectorAdd
-from specdsl.requests import format_request, format_value, parse_assignments, parse_request
-
 from strategies import requests
 from userspecs import Toy
 

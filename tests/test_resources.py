@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from specdsl.compile import compile_ptx
-from specdsl.resources import Resources, parse_resources
+from specdsl._runtime.compile import compile_ptx
+from specdsl._runtime.resources import Resources, parse_resources
 
 # nvJitLink 13.0's info log for TWO_ENTRIES below (sm_90), verbatim.
 LOG_13_0 = """\
@@ -29,7 +29,7 @@ info    : Function properties for 'spiller':
 info    : used 10 registers, used 1 barriers, 256 stack, 1536 bytes smem, 540 bytes cmem[0], 0 bytes lmem
 info    : Function properties for 'second':
 info    : used 4 registers, used 1 barriers, 0 stack, 0 bytes smem, 536 bytes cmem[0], 0 bytes lmem
-"""
+"""  # noqa: E501 - verbatim log lines
 
 TWO_ENTRIES = """\
 .version 8.0
@@ -186,7 +186,7 @@ def test_module_scope_shared_memory_counted(target):
     """Module-scope .shared arrays count (ptxas omits them; nvJitLink's figure, less the
     1 KiB reservation where it includes one) on every target."""
     from specdsl import render
-    from specdsl.compile import compile_ptx
+    from specdsl._runtime.compile import compile_ptx
     from specdsl.kernels import RMSNorm, Softmax
 
     spec = RMSNorm(hidden=4096, eps=1e-6, block=256)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import attrs
 import pytest
 
 from specdsl import derived_key, render
-from specdsl.cli import main
-from specdsl.compile import compile_ptx
+from specdsl._cli.main import main
+from specdsl._runtime.compile import compile_ptx
+from specdsl._spec.target import Target
 from specdsl.kernels import VectorAdd
-from specdsl.target import Target
 
 USER_MODULE = '''
 """User kernels for the review tests, with their own template folder."""
@@ -168,7 +169,7 @@ def test_diff_b_starts_from_a(capsys, user):
     b = user.Scale(factor=3.0, bias=0.25)
     assert out.splitlines()[1] == (f"+++ {derived_key(b)} "
                                    "(userkernels:Scale factor=3.0 bias=0.25 block=128, sm_90)")
-    changed = [l for l in out.splitlines()[2:] if l[:1] in "+-"]
+    changed = [line for line in out.splitlines()[2:] if line[:1] in "+-"]
     assert changed == ["-    fma.rn.f32          %f2, %f1, 0f40400000, 0f3F800000;",
                        "+    fma.rn.f32          %f2, %f1, 0f40400000, 0f3E800000;"]
 
@@ -208,7 +209,7 @@ def test_verify_default_request_table(capsys):
     assert lines[0].startswith("verify: 1 request(s) for sm_90")
     assert lines[1].split() == ["request", "entry", "regs", "spill-st", "spill-ld", "stack",
                                 "smem", "cmem", "compile"]
-    entry, regs, stores, loads, stack, smem, cmem, ms, unit = _rows(out)["vectoradd dtype=f32"]
+    entry, regs, stores, loads, stack, smem, cmem, _, unit = _rows(out)["vectoradd dtype=f32"]
     assert entry == "vector_add" and unit == "ms"
     assert 8 <= int(regs) <= 64 and (stores, loads, stack, smem) == ("0", "0", "0", "0")
     assert int(cmem) >= 4 * 8 + 8  # three pointers and n are kernel parameters in bank 0
@@ -238,7 +239,7 @@ def test_verify_no_spills_catches_a_spilling_kernel(capsys, user):
 def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monkeypatch):
     """A log with only nvJitLink's own summary (no ptxas lines) shows '?' for the spill
     columns and fails --no-spills on the stack frame, saying so."""
-    from specdsl import compile as compile_module
+    from specdsl._runtime import compile as compile_module
 
     real = compile_module.compile_ptx
 
@@ -248,7 +249,7 @@ def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monke
                         if not line.startswith("ptxas"))
         return attrs.evolve(compiled, log=log)
 
-    monkeypatch.setattr("specdsl.verify.compile_ptx", summary_only)
+    monkeypatch.setattr("specdsl._review.verify.compile_ptx", summary_only)
     code, out, _ = run(capsys, "verify", "userkernels:Spill", "live=64", "--no-spills")
     stores, loads, stack = _rows(out)["userkernels:Spill live=64"][2:5]
     assert code == 1 and (stores, loads) == ("?", "?") and int(stack) > 200
@@ -264,9 +265,9 @@ def test_verify_no_spills_passes_a_small_kernel(capsys, user):
 
 
 def test_verify_variants_names_only_the_failing_request(capsys, user):
-    """verify --variants walks the spec's variants; only the spilling one fails; stderr stays quiet."""
+    """verify --variants walks the spec's variants; only the spilling one fails; quiet stderr."""
     code, out, err = run(capsys, "verify", "userkernels:Spill", "--variants", "--no-spills")
-    fails = [l for l in out.splitlines() if l.startswith("FAIL")]
+    fails = [line for line in out.splitlines() if line.startswith("FAIL")]
     assert code == 1 and err == ""
     assert list(_rows(out)) == ["userkernels:Spill live=8", "userkernels:Spill live=64"]
     assert len(fails) == 1 and fails[0].startswith("FAIL userkernels:Spill live=64: spill spills")
@@ -327,10 +328,10 @@ def test_verify_json(capsys, user):
 
 def test_verify_without_specs_covers_every_builtin(capsys, monkeypatch, user):
     """verify with no SPEC compiles each built-in's representative request, in order."""
-    import specdsl.cli_review
+    import specdsl._cli.review
 
     builtins = {"vectoradd": VectorAdd, "userkernels:Spill": user.Spill}
-    monkeypatch.setattr(specdsl.cli_review, "builtin_specs", lambda: builtins)
+    monkeypatch.setattr(specdsl._cli.review, "builtin_specs", lambda: builtins)
     code, out, _ = run(capsys, "verify", "--json")
     assert code == 0
     assert [d["request"] for d in json.loads(out)] == ["vectoradd dtype=f32",
@@ -369,7 +370,7 @@ def test_verify_spec_without_default_or_variants_is_refused(capsys, tmp_path, mo
 # --- render --out --------------------------------------------------------------------------
 
 def test_render_out_variants_writes_one_file_per_request(capsys, tmp_path):
-    """render --variants --out writes each VectorAdd dtype to a readable file and prints the paths."""
+    """render --variants --out writes each VectorAdd dtype to a readable file, printing paths."""
     code, out, _ = run(capsys, "render", "vectoradd", "--variants", "--out", str(tmp_path / "ptx"))
     expected = []
     for dtype in ("f32", "f16", "bf16"):
@@ -413,7 +414,7 @@ def test_render_out_user_spec_names_and_compiles(capsys, tmp_path, user):
     digest = derived_key(user.Scale(factor=0.5)).split("-")[1][:12]
     assert code == 0 and len(paths) == 2
     assert paths[0].endswith(f"/scale-factor_0.5-bias_0.0-{digest}.ptx")
-    text = open(paths[0]).read()
+    text = Path(paths[0]).read_text()
     assert "// request:     userkernels:Scale factor=0.5 bias=0.0" in text
     assert compile_ptx(text, Target.parse("sm_90")).cubin[:4] == b"\x7fELF"
 

@@ -1,4 +1,4 @@
-"""The compiled launch path (specdsl._speedups) against the plain-Python one it twins.
+"""The compiled launch path (specdsl._runtime._speedups) against the plain-Python one it twins.
 
 Both must hand cuda.core the same values and refuse the same arguments with the same
 message; hypothesis draws the arguments, edges included, for every PTX scalar type.
@@ -16,11 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdsl import LaunchError
-from specdsl.arguments import ArgumentPacker
-from specdsl.ptx import parse_entry
-from specdsl.speedups import PURE_PYTHON_ENV, compiled, speedups
+from specdsl._runtime.launchers import core_launcher
+from specdsl._runtime.params import ArgumentPacker
+from specdsl._runtime.signature import parse_entry
+from specdsl._runtime.speedups import PURE_PYTHON_ENV, compiled, speedups
 
-needs_extension = pytest.mark.skipif(not compiled(), reason="specdsl._speedups is not built")
+needs_extension = pytest.mark.skipif(not compiled(),
+                                     reason="specdsl._runtime._speedups is not built")
 
 # every scalar type cuda.core takes, and pointers of different alignments and widths
 PARAMS = (".param .u64 .ptr .global .align 16 p, .param .u8 a, .param .s16 b, "
@@ -107,9 +109,15 @@ VALUES = st.one_of(
 )
 
 
-def _packer(pure_python: bool) -> ArgumentPacker:
-    ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({PARAMS})\n{{ ret; }}\n"
-    return ArgumentPacker(parse_entry(ptx, "k"), device_id=0, compiled=not pure_python)
+def _packer() -> ArgumentPacker:
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n"
+           f".visible .entry k({PARAMS})\n{{ ret; }}\n")
+    return ArgumentPacker(parse_entry(ptx, "k"), device_id=0)
+
+
+def _fire(pure_python: bool, launch) -> object:
+    """The cuda.core launcher of the test kernel: generated Python, or compiled."""
+    return core_launcher(_packer(), launch, "kernel", compiled=not pure_python)
 
 
 def _outcomes(args: tuple) -> list[tuple]:
@@ -118,7 +126,7 @@ def _outcomes(args: tuple) -> list[tuple]:
     outcomes = []
     for pure in (True, False):
         seen: list = []
-        fire = _packer(pure).core_launcher(lambda *a: seen.append(a), kernel="kernel")
+        fire = _fire(pure, lambda *a, seen=seen: seen.append(a))
         try:
             err = fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))
         except LaunchError as exc:
@@ -134,12 +142,12 @@ def stand_in_arrays(monkeypatch):
     (inline paths and converters alike)."""
     import cuda.core
 
-    from specdsl import arguments
+    from specdsl._runtime import launchers, readers
 
     monkeypatch.setattr(cuda.core, "Buffer", StandInBuffer)
-    monkeypatch.setattr(arguments, "_tensor_type", lambda: StandInTensor)
-    monkeypatch.setitem(arguments._READERS, StandInBuffer, arguments._read_buffer)
-    monkeypatch.setitem(arguments._READERS, StandInTensor, arguments._read_torch)
+    monkeypatch.setattr(launchers, "tensor_type", lambda: StandInTensor)
+    monkeypatch.setitem(readers.READERS, StandInBuffer, readers.read_buffer)
+    monkeypatch.setitem(readers.READERS, StandInTensor, readers.read_torch)
 
 
 @needs_extension
@@ -191,13 +199,13 @@ def test_compiled_checks_take_valid_values_inline(stand_in_arrays):
 
 
 def test_extension_is_built_where_a_c_compiler_is():
-    """An install with a C compiler (CI's) builds specdsl._speedups: a silent fallback to
+    """An install with a C compiler (CI's) builds specdsl._runtime._speedups: a silent fallback to
     the Python path would leave the compiled one untested."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler here: the Python path is expected")
-    import specdsl._speedups
+    import specdsl._runtime._speedups
 
-    assert specdsl._speedups.__file__.endswith((".so", ".pyd"))
+    assert specdsl._runtime._speedups.__file__.endswith((".so", ".pyd"))
 
 
 @pytest.mark.parametrize("value, pure", [("", False), ("0", False), ("1", True),
@@ -222,7 +230,7 @@ def test_pure_python_switch_refuses_other_values(monkeypatch):
 def _built() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("specdsl._speedups") is not None
+    return importlib.util.find_spec("specdsl._runtime._speedups") is not None
 
 
 @needs_extension
@@ -230,12 +238,12 @@ def test_compiled_checks_find_torch_imported_after_the_kernel_loaded(monkeypatch
     """A kernel loaded before torch was imported still reads tensors inline once it is."""
     import types
 
-    from specdsl import arguments
+    from specdsl._runtime import launchers
 
-    monkeypatch.setattr(arguments, "_tensor_type", lambda: None)
+    monkeypatch.setattr(launchers, "tensor_type", lambda: None)
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # as if not imported yet
     seen: list = []
-    fire = _packer(False).core_launcher(lambda *a: seen.append(a), kernel="kernel")
+    fire = _fire(False, lambda *a: seen.append(a))
     args = (*VALID[:-2], StandInTensor(0x7F0000000400), VALID[-1])
     with pytest.raises(LaunchError, match=r"parameter 'q' .* expects a device array"):
         fire(args, (5, "stream"), (1, 1, 1, 32, 1, 1, 0, "config"))  # no reader knows it
@@ -249,7 +257,7 @@ def test_malformed_launch_state_raises_instead_of_crashing():
     paths, before cuda.core is called; nothing reads past a tuple's end."""
     calls: list = []
     for pure in (True, False):
-        fire = _packer(pure).core_launcher(lambda *a: calls.append(a), kernel="kernel")
+        fire = _fire(pure, lambda *a: calls.append(a))
         with pytest.raises(IndexError):
             fire(VALID, (5, "stream"), ())
         with pytest.raises(IndexError):
@@ -262,16 +270,16 @@ def test_a_stale_build_is_not_used(monkeypatch):
     warning saying how to rebuild it."""
     import types
 
-    from specdsl import speedups as module
+    from specdsl._runtime import speedups as module
 
-    stale = types.ModuleType("specdsl._speedups")
+    stale = types.ModuleType("specdsl._runtime._speedups")
     stale.__file__, stale.INTERFACE = "/somewhere/_speedups.so", 1
-    monkeypatch.setitem(sys.modules, "specdsl._speedups", stale)
+    monkeypatch.setitem(sys.modules, "specdsl._runtime._speedups", stale)
     monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
-    module._built.cache_clear()
+    module.built.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match=r"_speedups.so is out of date \(rebuild it: "
                                                 r"pip install -e \.\)"):
             assert speedups() is None
     finally:
-        module._built.cache_clear()
+        module.built.cache_clear()

@@ -3,7 +3,7 @@
 import pytest
 
 from specdsl import Target, TargetError
-from specdsl.target import known_targets
+from specdsl._spec.target import known_targets
 
 
 @pytest.mark.parametrize("text, arch, suffix, isa", [
@@ -99,5 +99,5 @@ def test_known_targets():
     assert len(names) == len(Target.KNOWN) + 7 + 6
     assert {"sm_75", "sm_90a", "sm_100f", "sm_121f"} <= set(names)
     assert not {"sm_90f", "sm_89a"} & set(names)
-    assert all(Target.parse(name) == t for name, t in zip(names, targets))
+    assert all(Target.parse(name) == t for name, t in zip(names, targets, strict=True))
     assert [t.arch for t in targets] == sorted(t.arch for t in targets)

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specdsl import render, templatecache, templating
-from specdsl.cachefiles import BYTECODE_MAGIC, FACTS_MAGIC, frame
+from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
+from specdsl import render
+from specdsl._base.cachefiles import BYTECODE_MAGIC, FACTS_MAGIC, frame
+from specdsl._render.render import render_context
+from specdsl._templating import cache as templatecache
+from specdsl._templating import environment as templating
 from specdsl.errors import CacheWarning
 from specdsl.kernels import VectorAdd
-from specdsl.render import render_context
-
-from cachefaults import DAMAGE, binding_modes, damage, full_disk, owned_by_another
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = VectorAdd(dtype="f16")
@@ -299,7 +300,7 @@ USER_TEMPLATE = """{% include "header.ptx.j2" %}
 def test_cli_with_a_read_only_cache_folder(monkeypatch, capsys, command):
     """render and verify of a spec whose templates are new to the process, with an empty
     cache folder of mode 0500: exit 0, a warning, no error output, nothing written."""
-    from specdsl.cli import main
+    from specdsl._cli.main import main
 
     with binding_modes() as base:
         (base / "t").mkdir()

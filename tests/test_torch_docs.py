@@ -47,7 +47,7 @@ def test_torch_reference_ops_match_float64():
     import numpy as np
 
     from specdsl.kernels import fp8_quant, rope
-    from specdsl.kernels._case import relative_error
+    from specdsl.kernels.case import relative_error
 
     ops = _run("class DecoderBlock")["TorchOps"]
     generator = torch.Generator().manual_seed(0)

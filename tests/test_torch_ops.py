@@ -35,6 +35,10 @@ def fake():
         yield mode
 
 
+#: A row longer than the row kernels take (RMSNorm's and Fp8Quant's MAX_HIDDEN, 2**20).
+TOO_LONG = 2**20 + 8
+
+
 def cuda(*shape, dtype=torch.bfloat16):
     """An uninitialized "cuda" tensor (fake inside the ``fake`` fixture)."""
     return torch.empty(shape, dtype=dtype, device="cuda")
@@ -138,8 +142,8 @@ def _mode_arguments(mode: str) -> dict:
 def test_fake_rms_norm_quant(fake, mode, scales, lead, fused):
     """rms_norm_quant (and fused_add_rms_norm_quant) give codes like x and the mode's float32
     scales: [..., 1] a token, [..., hidden / 128] a group, or the static scale given."""
-    x, weight, arguments = cuda(*lead, 4096, dtype=torch.float16), cuda(4096, dtype=torch.float16), \
-        _mode_arguments(mode)
+    x, weight = cuda(*lead, 4096, dtype=torch.float16), cuda(4096, dtype=torch.float16)
+    arguments = _mode_arguments(mode)
     if fused:
         q, scale = sd.fused_add_rms_norm_quant(x, cuda(*lead, 4096, dtype=torch.float16), weight,
                                                1e-6, **arguments)
@@ -256,16 +260,16 @@ def test_fake_refuses_bad_input(fake, case):
 
 
 @pytest.mark.parametrize("call,message", [
-    (lambda: sd.rms_norm(cuda(4, 2**20 + 8), cuda(2**20 + 8), 1e-6),
-     r"specdsl\.torch\.rms_norm: x of shape \(4, 1048584\): RMSNorm\.hidden = 1048584 is "
-     r"invalid"),
+    (lambda: sd.rms_norm(cuda(4, TOO_LONG), cuda(TOO_LONG), 1e-6),
+     rf"specdsl\.torch\.rms_norm: x of shape \(4, {TOO_LONG}\): RMSNorm\.hidden = {TOO_LONG} "
+     r"is invalid"),
     (lambda: sd.rms_norm(cuda(4, 4096), cuda(4096), 0.0),
      r"rms_norm: x of shape \(4, 4096\): RMSNorm\.eps = 0\.0 is invalid"),
-    (lambda: sd.softmax(cuda(2, 262152)), r"softmax: x of shape \(2, 262152\): Softmax\.cols"),
+    (lambda: sd.softmax(cuda(2, 262145)), r"softmax: x of shape \(2, 262145\): Softmax\.cols"),
     (lambda: sd.rotary_embedding(cuda(3, dtype=torch.int64), cuda(3, 2, 64), cuda(3, 64), 64,
                                  style="llama"), r"rotary_embedding: q of shape .*RoPE\.style"),
     (lambda: sd.silu_and_mul(cuda(3, 2 * 4100)), r"silu_and_mul: x of shape .*SiluMul\.d"),
-    (lambda: sd.scaled_fp8_quant(cuda(3, 2**20 + 8)),
+    (lambda: sd.scaled_fp8_quant(cuda(3, TOO_LONG)),
      r"scaled_fp8_quant: x of shape .*Fp8Quant\.hidden"),
     (lambda: sd.per_token_group_quant_fp8(cuda(3, 4100)),
      r"per_token_group_quant_fp8: x of shape \(3, 4100\): Fp8Quant\.scale_mode = 'group' is "
@@ -416,18 +420,18 @@ def test_compile_fullgraph_traces_without_breaks():
 def test_compile_refuses_bad_shapes_at_trace_time():
     """A shape the kernel refuses fails torch.compile while tracing, with specdsl's message."""
     torch._dynamo.reset()
-    compiled = torch.compile(lambda x, w: sd.rms_norm_quant(x, w, 1e-6), fullgraph=True,
+    compiled = torch.compile(lambda x, w: sd.rms_norm(x, w, 1e-6), fullgraph=True,
                              backend="aot_eager")
-    with pytest.raises(Exception, match=r"RMSNormQuant\.hidden = 65544 is invalid"):
-        compiled(torch.randn(2, 65544, dtype=torch.bfloat16),
-                 torch.ones(65544, dtype=torch.bfloat16))
+    with pytest.raises(Exception, match=rf"RMSNorm\.hidden = {TOO_LONG} is invalid"):
+        compiled(torch.randn(4, TOO_LONG, dtype=torch.bfloat16),
+                 torch.ones(TOO_LONG, dtype=torch.bfloat16))
 
 
 def _quant_block(x, w, residual, scale):
     """Every FP8 op once, the in-place one on a tensor the function made itself."""
     q1, s1 = sd.rms_norm_quant(x, w, 1e-5, group_size=128)
     residual = residual.clone()
-    q2, s2 = sd.fused_add_rms_norm_quant(x, residual, w, 1e-5, scale)
+    q2, _ = sd.fused_add_rms_norm_quant(x, residual, w, 1e-5, scale)
     q3, s3 = sd.silu_and_mul_quant(torch.cat((x, x), -1))
     q4, s4 = sd.per_token_group_quant_fp8(x)
     return q1, s1, q2, q3, s3, q4, s4, residual

@@ -10,9 +10,16 @@ torch = pytest.importorskip("torch")
 
 import specdsl.torch as sd  # noqa: E402
 from specdsl import LaunchError  # noqa: E402
-from specdsl.kernels import (fp8_quant, rmsnorm, rmsnorm_quant, rope, silu_mul,  # noqa: E402
-                             silu_mul_quant, softmax)
-from specdsl.kernels._case import relative_error  # noqa: E402
+from specdsl.kernels import (  # noqa: E402
+    fp8_quant,
+    rmsnorm,
+    rmsnorm_quant,
+    rope,
+    silu_mul,
+    silu_mul_quant,
+    softmax,
+)
+from specdsl.kernels.case import relative_error  # noqa: E402
 from specdsl.kernels.rmsnorm import TOLERANCE as _BY_DTYPE  # noqa: E402
 from specdsl.torch import specs  # noqa: E402
 
@@ -393,7 +400,7 @@ def _pipeline_inputs(seed=0, tokens=16):
 
 
 def _close(outputs, expected, tolerance=1e-2):
-    for out, ref in zip(outputs, expected):
+    for out, ref in zip(outputs, expected, strict=True):
         error = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
         assert error <= tolerance, (error, out.shape)
 
@@ -451,7 +458,7 @@ def test_cuda_graph_capture_and_replay():
         with torch.cuda.graph(graph):
             captured = _pipeline(*static)
         fresh = _pipeline_inputs(seed=10)
-        for target, source in zip(static, fresh):
+        for target, source in zip(static, fresh, strict=True):
             target.copy_(source)
         graph.replay()
         expected = _pipeline(*fresh)

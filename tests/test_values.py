@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
-from specdsl.dtype import DType
+from specdsl._render.keys import derived_key
+from specdsl._spec.dtype import DType
+from specdsl._spec.values import candidates, field_members, unique
 from specdsl.kernels import VectorAdd
-from specdsl.keys import derived_key
-from specdsl.values import candidates, field_members, unique
 
 
 class Mode(enum.Enum):

@@ -8,15 +8,18 @@ from typing import Literal
 import attrs
 import pytest
 
-import specdsl.variants as variants_module
+import specdsl._review.variants as variants_module
 from specdsl import DType, SpecError, baked, kernel_spec, launch
+from specdsl._review.variants import (
+    default_request,
+    pinned_variants,
+    representative_request,
+    spec_variants,
+)
+from specdsl._spec.values import field_members
 from specdsl.errors import SpecDefinitionError
 from specdsl.kernels import RMSNorm, VectorAdd
 from specdsl.kernels.rmsnorm import default_block
-from specdsl.values import field_members
-from specdsl.variants import (
-    default_request, pinned_variants, representative_request, spec_variants,
-)
 
 # A template that reads no field: any baked fields are allowed, the PTX is one empty entry.
 EMPTY = '{% include "header.ptx.j2" %}\n.visible .entry {{ entry }}()\n{\n    ret;\n}\n'

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtype import DType
+from .._spec.dtype import DType
 
 __all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range"]
 

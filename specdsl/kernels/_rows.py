@@ -3,7 +3,7 @@ the block policy of the row kernels (one CTA per row: RMSNorm, Softmax, Fp8Quant
 
 from __future__ import annotations
 
-from ..dtype import DType
+from .._spec.dtype import DType
 from ..errors import SpecError
 
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",

@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 import attrs
 
-from ..dtype import DType
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked
 from ..errors import SpecError
-from ..fields import baked
-from ..spec import kernel_spec
-from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
 from ._rows import cdiv, check_length, most_vectors_per_thread, threads_for, vector_elements
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
            "check_group", "example",
@@ -304,7 +304,7 @@ def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = 
     chosen so that some elements saturate. Expected ``q`` is the float64 quotient
     (decoded codes are compared with it). E4M3 keeps 3 mantissa bits: each code is
     within 2^-4 relative of the quotient, about 2.7e-2 in the L2 norm over normal
-    data; the tolerance is ``TOLERANCE[F8E4M3]`` (4e-2, :data:`~specdsl.kernels._case.TOLERANCE`),
+    data; the tolerance is ``TOLERANCE[F8E4M3]`` (4e-2, :data:`~specdsl.kernels.case.TOLERANCE`),
     far under what a wrong scale or exponent gives.
     """
     import numpy as np

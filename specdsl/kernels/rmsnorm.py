@@ -6,15 +6,23 @@ from typing import Any
 
 import attrs
 
-from .. import immediates
-from ..dtype import DType
-from ..fields import baked
-from ..spec import kernel_spec
-from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked
+from .._templating import immediates
 from ._checks import FLOAT_DTYPES, one_of
-from ._rows import (cdiv, check_length, check_min_ctas_per_sm, check_rows_per_cta,
-                    most_vectors_per_thread, row_block, row_launch_dims, vector_elements,
-                    vector_registers)
+from ._rows import (
+    cdiv,
+    check_length,
+    check_min_ctas_per_sm,
+    check_rows_per_cta,
+    most_vectors_per_thread,
+    row_block,
+    row_launch_dims,
+    vector_elements,
+    vector_registers,
+)
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX",
            "ROWS_PER_CTA"]

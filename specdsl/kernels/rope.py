@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..dtype import DType
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ..fields import baked, launch
-from ..spec import kernel_spec
-from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 from ._rows import cdiv
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RoPE", "reference", "example"]
 
@@ -182,7 +182,7 @@ def example(spec: RoPE, rng, tokens: int = 37, positions: Any = None) -> KernelC
 
     ``positions`` (int64, length ``tokens``) replaces the random ones. q and k are
     in-place outputs (poisoned by nothing: the kernel reads them). Tolerance:
-    :data:`~specdsl.kernels._case.TOLERANCE`.
+    :data:`~specdsl.kernels.case.TOLERANCE`.
     """
     import numpy as np
 

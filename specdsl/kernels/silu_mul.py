@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dtype import DType
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ..fields import baked, launch
-from ..spec import kernel_spec
-from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 from ._rows import cdiv
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMul", "reference", "example"]
 
@@ -111,7 +111,7 @@ def example(spec: SiluMul, rng, tokens: int = 37) -> KernelCase:
     """A launch of ``spec`` on ``tokens`` random rows (odd by default: partial last CTA).
 
     Inputs are N(0, 2^2) so that the sigmoid's tails are reached. The tolerance,
-    :data:`~specdsl.kernels._case.TOLERANCE`, covers the f32 approximations plus one
+    :data:`~specdsl.kernels.case.TOLERANCE`, covers the f32 approximations plus one
     rounding to ``dtype``.
     """
     import numpy as np

@@ -6,14 +6,20 @@ from typing import Any, Literal
 
 import attrs
 
-from ..dtype import DType
-from ..fields import baked
-from ..spec import kernel_spec
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked
 from . import fp8_quant, silu_mul
-from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
-from ._rows import (check_resident, check_resident_block, row_block, row_launch_dims,
-                    vector_elements, vector_registers)
+from ._rows import (
+    check_resident,
+    check_resident_block,
+    row_block,
+    row_launch_dims,
+    vector_elements,
+    vector_registers,
+)
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMulQuant", "default_block", "reference", "example"]
 

@@ -7,16 +7,26 @@ from typing import Any
 
 import attrs
 
-from .. import immediates
-from ..dtype import DType
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked
+from .._templating import immediates
 from ..errors import RenderError, SpecError
-from ..fields import baked
-from ..spec import kernel_spec
-from ._case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 from ._checks import FLOAT_DTYPES, one_of
-from ._rows import (MAX_GRID_X, cdiv, check_length, check_min_ctas_per_sm, check_rows_per_cta,
-                    most_vectors_per_thread, row_block, row_launch_dims, threads_for,
-                    vector_elements, vector_registers)
+from ._rows import (
+    MAX_GRID_X,
+    cdiv,
+    check_length,
+    check_min_ctas_per_sm,
+    check_rows_per_cta,
+    most_vectors_per_thread,
+    row_block,
+    row_launch_dims,
+    threads_for,
+    vector_elements,
+    vector_registers,
+)
+from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT",
            "ROWS_PER_CTA"]
@@ -346,7 +356,7 @@ def reference(x: Any, scale: float) -> Any:
 def example(spec: Softmax, rng: Any, rows: int = 5) -> KernelCase:
     """A launch of ``spec`` on ``rows`` random rows (x ~ N(0, 4), so rows are peaked).
 
-    The tolerance is the kernels' one table, :data:`~specdsl.kernels._case.TOLERANCE`,
+    The tolerance is the kernels' one table, :data:`~specdsl.kernels.case.TOLERANCE`,
     or twice the error of the float64 reference itself rounded to ``dtype`` where that is
     larger: long f16 rows at small scales have
     most probabilities near ``1/cols``, in f16's subnormal range (below 2^-14), where

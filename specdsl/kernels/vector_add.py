@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import operator
 
-from ..dtype import DType
+from .._spec.decorator import kernel_spec
+from .._spec.dtype import DType
+from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ..fields import baked, launch
-from ..spec import kernel_spec
-from ._case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 from ._checks import FLOAT_DTYPES, block_size, one_of
 from ._rows import MAX_GRID_X, cdiv
+from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["VectorAdd", "reference", "example"]
 
@@ -79,7 +79,7 @@ def example(spec: VectorAdd, rng, n: int = 1_000_003) -> KernelCase:
     """A launch of ``spec`` on ``n`` random elements (odd by default, to reach the tail path).
 
     The expected output is the exact float64 sum of the (rounded) inputs; the tolerance,
-    :data:`~specdsl.kernels._case.TOLERANCE`, covers the one rounding of the sum to ``dtype``.
+    :data:`~specdsl.kernels.case.TOLERANCE`, covers the one rounding of the sum to ``dtype``.
     """
     import numpy as np
 

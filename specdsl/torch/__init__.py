@@ -30,14 +30,14 @@ if not hasattr(torch.library, "custom_op"):
     raise ImportError(f"specdsl.torch needs torch 2.4 or newer (torch.library.custom_op); "
                       f"torch {torch.__version__} is installed")
 
-from . import specs  # noqa: E402
-from ._activation import silu_and_mul  # noqa: E402
-from ._fused_quant import fused_add_rms_norm_quant, rms_norm_quant, silu_and_mul_quant  # noqa: E402
-from ._norm import fused_add_rms_norm, rms_norm  # noqa: E402
-from ._quant import FP8_DTYPE, per_token_group_quant_fp8, scaled_fp8_quant  # noqa: E402
-from ._rope import rotary_embedding  # noqa: E402
-from ._runtime import executor, use_executor  # noqa: E402
-from ._softmax import softmax  # noqa: E402
+from . import specs
+from ._activation import silu_and_mul
+from ._fused_quant import fused_add_rms_norm_quant, rms_norm_quant, silu_and_mul_quant
+from ._norm import fused_add_rms_norm, rms_norm
+from ._quant import FP8_DTYPE, per_token_group_quant_fp8, scaled_fp8_quant
+from ._rope import rotary_embedding
+from ._runtime import executor, use_executor
+from ._softmax import softmax
 
 __all__ = [
     "rms_norm", "fused_add_rms_norm", "softmax", "rotary_embedding", "silu_and_mul",

@@ -1,8 +1,10 @@
 """``silu_and_mul``: :class:`~specdsl.kernels.SiluMul` (the SwiGLU gate) as a torch op."""
 
+from typing import Any
+
 import torch
 
-from .. import LaunchError
+from ..errors import LaunchError
 from . import _runtime, _validate, specs
 
 __all__ = ["silu_and_mul"]
@@ -18,7 +20,7 @@ def check(x: torch.Tensor, op: str = _OP_NAME) -> None:
                           f"dimension (the gate half, then the up half)")
 
 
-def _request(x: torch.Tensor):
+def _request(x: torch.Tensor) -> Any:
     return _validate.request(_OP_NAME, "x", x, specs.silu_and_mul,
                              x.shape[-1] // 2, x.dtype)
 
@@ -40,7 +42,7 @@ def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
 
 @_silu_and_mul.register_fake
-def _silu_and_mul_fake(x):
+def _silu_and_mul_fake(x: torch.Tensor) -> torch.Tensor:
     check(x)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _request(x)

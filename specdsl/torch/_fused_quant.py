@@ -3,12 +3,12 @@
 (:class:`~specdsl.kernels.SiluMulQuant`), each as three ops, one a scale mode (dynamic per
 token, static, per group of 128), as ``scaled_fp8_quant`` splits its modes."""
 
-from typing import Optional
+from typing import Any
 
 import torch
 
 from . import _activation, _norm, _runtime, _validate, specs
-from ._quant import codes, scales
+from ._quant import new_codes, new_scales
 
 __all__ = ["rms_norm_quant", "fused_add_rms_norm_quant", "silu_and_mul_quant"]
 
@@ -17,20 +17,20 @@ _FUSED = "specdsl.torch.fused_add_rms_norm_quant"
 _SILU = "specdsl.torch.silu_and_mul_quant"
 
 
-def _norm_request(op: str, x: torch.Tensor, eps: float, fused: bool, mode: str):
+def _norm_request(op: str, x: torch.Tensor, eps: float, fused: bool, mode: str) -> Any:
     return _validate.request(op, "x", x, specs.rms_norm_quant, x.shape[-1], eps, x.dtype,
                              fused, mode)
 
 
-def _norm_checks(op: str, x: torch.Tensor, residual: Optional[torch.Tensor],
-                 weight: torch.Tensor, scale: Optional[torch.Tensor]) -> None:
+def _norm_checks(op: str, x: torch.Tensor, residual: torch.Tensor | None,
+                 weight: torch.Tensor, scale: torch.Tensor | None) -> None:
     _norm.check(op, x, weight, residual)
     if scale is not None:
         _validate.static_scale(op, scale, x)
 
 
-def _norm_quant(op: str, x: torch.Tensor, residual: Optional[torch.Tensor],
-                weight: torch.Tensor, eps: float, scale: Optional[torch.Tensor],
+def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
+                weight: torch.Tensor, eps: float, scale: torch.Tensor | None,
                 mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The real implementation of the six RMSNorm ops: ``(q, scale)``."""
     _norm_checks(op, x, residual, weight, scale)
@@ -38,8 +38,9 @@ def _norm_quant(op: str, x: torch.Tensor, residual: Optional[torch.Tensor],
     if residual is not None:
         _validate.disjoint(op, "x", x, "residual", residual)
     spec = _norm_request(op, x, eps, residual is not None, mode)
-    q = codes(x)
-    scale = scale if mode == "static" else scales(x, mode)
+    q = new_codes(x)
+    if scale is None:  # given exactly in static mode
+        scale = new_scales(x, mode)
     rows = x.numel() // x.shape[-1]
     if rows:
         inputs = (x, weight) if residual is None else (x, residual, weight)
@@ -47,13 +48,15 @@ def _norm_quant(op: str, x: torch.Tensor, residual: Optional[torch.Tensor],
     return q, scale
 
 
-def _norm_fake(op: str, x: torch.Tensor, residual: Optional[torch.Tensor], weight: torch.Tensor,
-               eps: float, scale: Optional[torch.Tensor], mode: str):
-    """The fake implementation: the same checks, then outputs shaped as the real ones."""
+def _norm_fake(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+               eps: float, scale: torch.Tensor | None, mode: str
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fake implementation: the same checks, then outputs shaped as the real ones
+    (the static ops return the codes alone)."""
     _norm_checks(op, x, residual, weight, scale)
     if _validate.concrete(x.shape[-1], eps):  # trace time: refuse what a call would refuse
         _norm_request(op, x, eps, residual is not None, mode)
-    return codes(x) if mode == "static" else (codes(x), scales(x, mode))
+    return new_codes(x), new_scales(x, mode) if scale is None else scale
 
 
 @torch.library.custom_op("specdsl::rms_norm_quant_dynamic", mutates_args=())
@@ -63,7 +66,8 @@ def _rms_dynamic(x: torch.Tensor, weight: torch.Tensor, eps: float
 
 
 @_rms_dynamic.register_fake
-def _rms_dynamic_fake(x, weight, eps):
+def _rms_dynamic_fake(x: torch.Tensor, weight: torch.Tensor, eps: float
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
     return _norm_fake(_RMS, x, None, weight, eps, None, "dynamic")
 
 
@@ -74,8 +78,9 @@ def _rms_static(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
 
 
 @_rms_static.register_fake
-def _rms_static_fake(x, weight, scale, eps):
-    return _norm_fake(_RMS, x, None, weight, eps, scale, "static")
+def _rms_static_fake(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                     eps: float) -> torch.Tensor:
+    return _norm_fake(_RMS, x, None, weight, eps, scale, "static")[0]
 
 
 @torch.library.custom_op("specdsl::rms_norm_quant_group", mutates_args=())
@@ -85,7 +90,8 @@ def _rms_group(x: torch.Tensor, weight: torch.Tensor, eps: float
 
 
 @_rms_group.register_fake
-def _rms_group_fake(x, weight, eps):
+def _rms_group_fake(x: torch.Tensor, weight: torch.Tensor, eps: float
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     return _norm_fake(_RMS, x, None, weight, eps, None, "group")
 
 
@@ -96,7 +102,8 @@ def _fused_dynamic(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor
 
 
 @_fused_dynamic.register_fake
-def _fused_dynamic_fake(x, residual, weight, eps):
+def _fused_dynamic_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                        eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     return _norm_fake(_FUSED, x, residual, weight, eps, None, "dynamic")
 
 
@@ -107,8 +114,9 @@ def _fused_static(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
 
 
 @_fused_static.register_fake
-def _fused_static_fake(x, residual, weight, scale, eps):
-    return _norm_fake(_FUSED, x, residual, weight, eps, scale, "static")
+def _fused_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       scale: torch.Tensor, eps: float) -> torch.Tensor:
+    return _norm_fake(_FUSED, x, residual, weight, eps, scale, "static")[0]
 
 
 @torch.library.custom_op("specdsl::fused_add_rms_norm_quant_group", mutates_args=("residual",))
@@ -118,42 +126,46 @@ def _fused_group(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, 
 
 
 @_fused_group.register_fake
-def _fused_group_fake(x, residual, weight, eps):
+def _fused_group_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     return _norm_fake(_FUSED, x, residual, weight, eps, None, "group")
 
 
-def _silu_request(x: torch.Tensor, mode: str):
+def _silu_request(x: torch.Tensor, mode: str) -> Any:
     return _validate.request(_SILU, "x", x, specs.silu_and_mul_quant, x.shape[-1] // 2,
                              x.dtype, mode)
 
 
-def _silu_checks(x: torch.Tensor, scale: Optional[torch.Tensor]) -> None:
+def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
     _activation.check(x, _SILU)
     if scale is not None:
         _validate.static_scale(_SILU, scale, x)
 
 
-def _silu_quant(x: torch.Tensor, scale: Optional[torch.Tensor], mode: str
+def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The real implementation of the three SwiGLU ops: ``(q, scale)``, ``q`` ``[..., d]``."""
     _silu_checks(x, scale)
     _validate.on_cuda(_SILU, "x", x)
     spec = _silu_request(x, mode)
     d = x.shape[-1] // 2
-    q = codes(x, d)
-    scale = scale if mode == "static" else scales(x, mode, d)
+    q = new_codes(x, d)
+    if scale is None:  # given exactly in static mode
+        scale = new_scales(x, mode, d)
     tokens = x.numel() // x.shape[-1]
     if tokens:
         _runtime.launch(spec, (x, q, scale, tokens), spec.launch_dims(tokens), x.device)
     return q, scale
 
 
-def _silu_fake(x: torch.Tensor, scale: Optional[torch.Tensor], mode: str):
+def _silu_fake(x: torch.Tensor, scale: torch.Tensor | None, mode: str
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fake implementation (the static op returns the codes alone)."""
     _silu_checks(x, scale)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _silu_request(x, mode)
     d = x.shape[-1] // 2
-    return codes(x, d) if mode == "static" else (codes(x, d), scales(x, mode, d))
+    return new_codes(x, d), new_scales(x, mode, d) if scale is None else scale
 
 
 @torch.library.custom_op("specdsl::silu_and_mul_quant_dynamic", mutates_args=())
@@ -162,7 +174,7 @@ def _silu_dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_silu_dynamic.register_fake
-def _silu_dynamic_fake(x):
+def _silu_dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _silu_fake(x, None, "dynamic")
 
 
@@ -172,8 +184,8 @@ def _silu_static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 @_silu_static.register_fake
-def _silu_static_fake(x, scale):
-    return _silu_fake(x, scale, "static")
+def _silu_static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return _silu_fake(x, scale, "static")[0]
 
 
 @torch.library.custom_op("specdsl::silu_and_mul_quant_group", mutates_args=())
@@ -182,7 +194,7 @@ def _silu_group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_silu_group.register_fake
-def _silu_group_fake(x):
+def _silu_group_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _silu_fake(x, None, "group")
 
 
@@ -190,7 +202,7 @@ _OPS = torch.ops.specdsl
 
 
 def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
-                   scale: Optional[torch.Tensor] = None, group_size: Optional[int] = None
+                   scale: torch.Tensor | None = None, group_size: int | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """RMSNorm of each row of ``x``, then FP8 E4M3 codes of the result, in one kernel.
 
@@ -226,14 +238,15 @@ def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
             other than 128.
     """
     mode = _validate.scale_mode(_RMS, scale, group_size)
-    if mode == "static":
+    if scale is not None:  # mode "static"
         return _OPS.rms_norm_quant_static.default(x, weight, scale, eps), scale
-    return getattr(_OPS, f"rms_norm_quant_{mode}").default(x, weight, eps)
+    codes, scales = getattr(_OPS, f"rms_norm_quant_{mode}").default(x, weight, eps)
+    return codes, scales
 
 
 def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                             eps: float, scale: Optional[torch.Tensor] = None,
-                             group_size: Optional[int] = None
+                             eps: float, scale: torch.Tensor | None = None,
+                             group_size: int | None = None
                              ) -> tuple[torch.Tensor, torch.Tensor]:
     """``residual += x`` (in place), then :func:`rms_norm_quant` of the new ``residual``.
 
@@ -257,14 +270,16 @@ def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: to
         SpecError: as :func:`rms_norm_quant`.
     """
     mode = _validate.scale_mode(_FUSED, scale, group_size)
-    if mode == "static":
+    if scale is not None:  # mode "static"
         return _OPS.fused_add_rms_norm_quant_static.default(x, residual, weight, scale,
                                                             eps), scale
-    return getattr(_OPS, f"fused_add_rms_norm_quant_{mode}").default(x, residual, weight, eps)
+    codes, scales = getattr(_OPS, f"fused_add_rms_norm_quant_{mode}").default(x, residual,
+                                                                              weight, eps)
+    return codes, scales
 
 
-def silu_and_mul_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None,
-                       group_size: Optional[int] = None) -> tuple[torch.Tensor, torch.Tensor]:
+def silu_and_mul_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
+                       group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The SwiGLU gate, then FP8 E4M3 codes of it, in one kernel: the codes and scales of
     :func:`silu_and_mul` followed by :func:`scaled_fp8_quant` (or
     :func:`per_token_group_quant_fp8`), bit for bit, without ``silu(gate) * up`` going
@@ -289,6 +304,7 @@ def silu_and_mul_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None,
         SpecError: a ``d`` the kernel does not take, or a ``group_size`` other than 128.
     """
     mode = _validate.scale_mode(_SILU, scale, group_size)
-    if mode == "static":
+    if scale is not None:  # mode "static"
         return _OPS.silu_and_mul_quant_static.default(x, scale), scale
-    return getattr(_OPS, f"silu_and_mul_quant_{mode}").default(x)
+    codes, scales = getattr(_OPS, f"silu_and_mul_quant_{mode}").default(x)
+    return codes, scales

@@ -1,8 +1,10 @@
 """``rms_norm`` and ``fused_add_rms_norm``: :class:`~specdsl.kernels.RMSNorm` as torch ops."""
 
+from typing import Any
+
 import torch
 
-from .. import LaunchError
+from ..errors import LaunchError
 from . import _runtime, _validate, specs
 
 __all__ = ["rms_norm", "fused_add_rms_norm"]
@@ -29,7 +31,7 @@ def check(op: str, x: torch.Tensor, weight: torch.Tensor,
     _validate.same_device(op, x=x, weight=weight, residual=residual)
 
 
-def _request(op: str, x: torch.Tensor, eps: float, fused: bool):
+def _request(op: str, x: torch.Tensor, eps: float, fused: bool) -> Any:
     return _validate.request(op, "x", x, specs.rms_norm,
                              x.shape[-1], eps, x.dtype, fused)
 
@@ -52,7 +54,7 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 
 @_rms_norm.register_fake
-def _rms_norm_fake(x, weight, eps):
+def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     check(_RMS_NORM, x, weight)
     _fake_request(_RMS_NORM, x, eps, False)
     return torch.empty_like(x)
@@ -74,7 +76,8 @@ def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
 
 
 @_fused_add_rms_norm.register_fake
-def _fused_add_rms_norm_fake(x, residual, weight, eps):
+def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                             eps: float) -> torch.Tensor:
     check(_FUSED, x, weight, residual)
     _fake_request(_FUSED, x, eps, True)
     return torch.empty_like(x)

@@ -3,14 +3,16 @@ per-token scales, one static scale), as vLLM splits it; ``per_token_group_quant_
 per-group scales as a third. The codes' and scales' allocation is shared with the fused
 epilogues (``_fused_quant.py``)."""
 
-from typing import Optional
+
+from typing import Any
 
 import torch
 
 from ..kernels.fp8_quant import GROUP_SIZE
 from . import _runtime, _validate, specs
 
-__all__ = ["scaled_fp8_quant", "per_token_group_quant_fp8", "FP8_DTYPE", "codes", "scales"]
+__all__ = ["scaled_fp8_quant", "per_token_group_quant_fp8", "FP8_DTYPE", "new_codes",
+           "new_scales"]
 
 _OP_NAME = "specdsl.torch.scaled_fp8_quant"
 
@@ -18,24 +20,24 @@ _OP_NAME = "specdsl.torch.scaled_fp8_quant"
 FP8_DTYPE = torch.float8_e4m3fn
 
 
-def _check(x: torch.Tensor, scale: Optional[torch.Tensor] = None) -> None:
+def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
     _validate.float_tensor(_OP_NAME, "x", x)
     if scale is not None:
         _validate.static_scale(_OP_NAME, scale, x)
 
 
-def _request(x: torch.Tensor, static: bool):
+def _request(x: torch.Tensor, static: bool) -> Any:
     return _validate.request(_OP_NAME, "x", x, specs.scaled_fp8_quant,
                              x.shape[-1], x.dtype, static)
 
 
-def codes(x: torch.Tensor, width: int | None = None) -> torch.Tensor:
+def new_codes(x: torch.Tensor, width: int | None = None) -> torch.Tensor:
     """New FP8 codes for rows of ``x``: x's shape, or ``width`` codes a row."""
     shape = x.shape if width is None else (*x.shape[:-1], width)
     return torch.empty(shape, dtype=FP8_DTYPE, device=x.device)
 
 
-def scales(x: torch.Tensor, mode: str = "dynamic", width: int | None = None) -> torch.Tensor:
+def new_scales(x: torch.Tensor, mode: str = "dynamic", width: int | None = None) -> torch.Tensor:
     """New float32 scales for rows of ``x`` (of ``width`` elements, x's last dimension if
     None): ``[..., 1]`` a token (``"dynamic"``), ``[..., width / 128]`` a group (``"group"``)."""
     count = (x.shape[-1] if width is None else width) // GROUP_SIZE if mode == "group" else 1
@@ -43,23 +45,23 @@ def scales(x: torch.Tensor, mode: str = "dynamic", width: int | None = None) -> 
 
 
 
-def _quantize(x: torch.Tensor, scale: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The real implementation of both ops: ``(q, scale)``, with new per-token scales when
     ``scale`` is None."""
     static = scale is not None
     _check(x, scale)
     _validate.on_cuda(_OP_NAME, "x", x)
     spec = _request(x, static)
-    q = codes(x)
+    q = new_codes(x)
     if scale is None:
-        scale = scales(x)
+        scale = new_scales(x)
     tokens = x.numel() // x.shape[-1]
     if tokens:
         _runtime.launch(spec, (x, q, scale), spec.launch_dims(tokens), x.device)
     return q, scale
 
 
-def _fake_check(x: torch.Tensor, scale: Optional[torch.Tensor]) -> None:
+def _fake_check(x: torch.Tensor, scale: torch.Tensor | None) -> None:
     _check(x, scale)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _request(x, scale is not None)
@@ -71,9 +73,9 @@ def _dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_dynamic.register_fake
-def _dynamic_fake(x):
+def _dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _fake_check(x, None)
-    return codes(x), scales(x)
+    return new_codes(x), new_scales(x)
 
 
 @torch.library.custom_op("specdsl::static_scaled_fp8_quant", mutates_args=())
@@ -82,16 +84,16 @@ def _static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 @_static.register_fake
-def _static_fake(x, scale):
+def _static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     _fake_check(x, scale)
-    return codes(x)
+    return new_codes(x)
 
 
 _DYNAMIC_OP = torch.ops.specdsl.dynamic_per_token_scaled_fp8_quant.default
 _STATIC_OP = torch.ops.specdsl.static_scaled_fp8_quant.default
 
 
-def scaled_fp8_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None
+def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize ``x`` to FP8 E4M3 codes with f32 scales: ``x ~ q.float() * scale``.
 
@@ -129,14 +131,15 @@ def scaled_fp8_quant(x: torch.Tensor, scale: Optional[torch.Tensor] = None
         SpecError: a row length the kernel does not take.
     """
     if scale is None:
-        return _DYNAMIC_OP(x)
+        codes, scales = _DYNAMIC_OP(x)
+        return codes, scales
     return _STATIC_OP(x, scale), scale
 
 
 _GROUP_NAME = "specdsl.torch.per_token_group_quant_fp8"
 
 
-def _group_request(x: torch.Tensor):
+def _group_request(x: torch.Tensor) -> Any:
     return _validate.request(_GROUP_NAME, "x", x, specs.per_token_group_quant_fp8,
                              x.shape[-1], x.dtype)
 
@@ -146,7 +149,7 @@ def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _validate.float_tensor(_GROUP_NAME, "x", x)
     _validate.on_cuda(_GROUP_NAME, "x", x)
     spec = _group_request(x)
-    q, scale = codes(x), scales(x, "group")
+    q, scale = new_codes(x), new_scales(x, "group")
     tokens = x.numel() // x.shape[-1]
     if tokens:
         _runtime.launch(spec, (x, q, scale), spec.launch_dims(tokens), x.device)
@@ -154,11 +157,11 @@ def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @_group.register_fake
-def _group_fake(x):
+def _group_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _validate.float_tensor(_GROUP_NAME, "x", x)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _group_request(x)
-    return codes(x), scales(x, "group")
+    return new_codes(x), new_scales(x, "group")
 
 
 _GROUP_OP = torch.ops.specdsl.per_token_group_quant_fp8.default
@@ -189,4 +192,5 @@ def per_token_group_quant_fp8(x: torch.Tensor, group_size: int = GROUP_SIZE
             take (not a multiple of 128).
     """
     _validate.scale_mode(_GROUP_NAME, None, group_size)
-    return _GROUP_OP(x)
+    codes, scales = _GROUP_OP(x)
+    return codes, scales

@@ -1,11 +1,11 @@
 """``rotary_embedding``: :class:`~specdsl.kernels.RoPE` in place on q and k as a torch op."""
 
 import math
-from typing import Optional
+from typing import Any
 
 import torch
 
-from .. import LaunchError, SpecError
+from ..errors import LaunchError, SpecError
 from . import _runtime, _validate, specs
 
 __all__ = ["rotary_embedding"]
@@ -13,13 +13,13 @@ __all__ = ["rotary_embedding"]
 _OP_NAME = "specdsl.torch.rotary_embedding"
 
 
-def _heads(positions: torch.Tensor, name: str, t: torch.Tensor, head_dim: int):
+def _heads(positions: torch.Tensor, name: str, t: torch.Tensor, head_dim: int) -> int:
     """Heads a token of ``t`` holds: ``t`` is positions' shape, then heads and head_dim."""
     lead = tuple(positions.shape)
     if t.dim() <= len(lead) or tuple(t.shape[:len(lead)]) != lead:
         raise LaunchError(f"{_OP_NAME}: {name} has shape {tuple(t.shape)}; expected positions' "
                           f"shape {lead} followed by (heads, {head_dim}) or (heads * {head_dim},)")
-    per_token = math.prod(t.shape[len(lead):])
+    per_token: int = math.prod(t.shape[len(lead):])
     if per_token % head_dim:
         raise LaunchError(f"{_OP_NAME}: {name} has shape {tuple(t.shape)}: {per_token} "
                           f"elements a token, not a whole number of heads of head_dim="
@@ -27,7 +27,8 @@ def _heads(positions: torch.Tensor, name: str, t: torch.Tensor, head_dim: int):
     return per_token // head_dim
 
 
-def _check(positions, q, k, head_dim):
+def _check(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+           head_dim: int) -> tuple[int, int]:
     """``(q_heads, kv_heads)`` once every argument is checked."""
     _validate.tensor(_OP_NAME, "positions", positions)
     if positions.dtype != torch.int64:
@@ -45,14 +46,15 @@ def _check(positions, q, k, head_dim):
     return heads
 
 
-def _request(q, heads, head_dim, theta, style, rotary_dim):
+def _request(q: torch.Tensor, heads: tuple[int, int], head_dim: int, theta: float, style: str,
+             rotary_dim: int | None) -> Any:
     return _validate.request(_OP_NAME, "q", q, specs.rotary_embedding,
                              q.dtype, heads[0], heads[1], head_dim, rotary_dim, theta, style)
 
 
 @torch.library.custom_op("specdsl::rotary_embedding", mutates_args=("q", "k"))
 def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
-                      theta: float, style: str, rotary_dim: Optional[int]) -> None:
+                      theta: float, style: str, rotary_dim: int | None) -> None:
     heads = _check(positions, q, k, head_dim)
     _validate.on_cuda(_OP_NAME, "q", q)
     _validate.disjoint(_OP_NAME, "q", q, "k", k)
@@ -63,7 +65,9 @@ def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
 
 
 @_rotary_embedding.register_fake
-def _rotary_embedding_fake(positions, q, k, head_dim, theta, style, rotary_dim):
+def _rotary_embedding_fake(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                           head_dim: int, theta: float, style: str,
+                           rotary_dim: int | None) -> None:
     heads = _check(positions, q, k, head_dim)
     if _validate.concrete(*heads, head_dim, theta, rotary_dim):
         _request(q, heads, head_dim, theta, style, rotary_dim)
@@ -74,7 +78,7 @@ _ROPE_OP = torch.ops.specdsl.rotary_embedding.default
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
                      theta: float = 10000.0, style: str = "neox",
-                     rotary_dim: Optional[int] = None) -> None:
+                     rotary_dim: int | None = None) -> None:
     """Rotary position embedding (RoFormer), applied to ``q`` and ``k`` in place.
 
     For the token at position ``p`` and each pair ``i < R/2`` (``R = rotary_dim``), the

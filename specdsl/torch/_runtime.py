@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .. import Executor, LaunchError
+from .._runtime.executor import Executor
+from ..errors import LaunchError
 
 __all__ = ["executor", "use_executor", "launch", "current_stream", "cluster_sm_count"]
 
@@ -25,7 +26,8 @@ _lock = threading.Lock()
 def _index(device: Any) -> int:
     """A CUDA device ordinal from a torch.device, a string such as ``"cuda:1"``, an int or None."""
     if device is None:
-        return torch.cuda.current_device()
+        current: int = torch.cuda.current_device()
+        return current
     if isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
@@ -94,7 +96,7 @@ def current_stream(index: int) -> Any:
     return torch.cuda.current_stream(index)
 
 
-def launch(spec: Any, args: tuple, dims: tuple, device: torch.device) -> None:
+def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torch.device) -> None:
     """Launch ``spec`` with ``args`` (in ``.param`` order) on torch's current stream of
     ``device``, with ``dims = (grid, block)``.
 
@@ -117,7 +119,7 @@ def launch(spec: Any, args: tuple, dims: tuple, device: torch.device) -> None:
             run.launch(spec, *args, grid=grid, block=block, stream=stream)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cluster_sm_count(index: int) -> int:
     """Device ``index``'s SM count if it has thread block clusters (sm_90 or newer), else 0."""
     properties = torch.cuda.get_device_properties(index)

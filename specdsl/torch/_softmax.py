@@ -1,5 +1,7 @@
 """``softmax``: :class:`~specdsl.kernels.Softmax` over the last dimension as a torch op."""
 
+from typing import Any
+
 import torch
 
 from . import _runtime, _validate, specs
@@ -9,7 +11,7 @@ __all__ = ["softmax"]
 _OP_NAME = "specdsl.torch.softmax"
 
 
-def _request(x: torch.Tensor, scale: float, split: int):
+def _request(x: torch.Tensor, scale: float, split: int) -> Any:
     return _validate.request(_OP_NAME, "x", x, specs.softmax,
                              x.shape[-1], scale, x.dtype, split)
 
@@ -29,7 +31,7 @@ def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
 
 
 @_softmax.register_fake
-def _softmax_fake(x, scale):
+def _softmax_fake(x: torch.Tensor, scale: float) -> torch.Tensor:
     _validate.float_tensor(_OP_NAME, "x", x)
     if _validate.concrete(x.shape[-1], scale):  # trace time: refuse what a call would refuse
         _request(x, scale, 1)

@@ -9,11 +9,12 @@ storage) is checked by the real implementations alone.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
-from .. import LaunchError, SpecError
+from ..errors import LaunchError, SpecError
 from ..kernels.fp8_quant import GROUP_SIZE
 
 __all__ = ["FLOAT_DTYPES", "float_tensor", "same_dtype", "same_device", "on_cuda",

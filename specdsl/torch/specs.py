@@ -22,10 +22,12 @@ Raises (every function):
 from __future__ import annotations
 
 import functools
+from typing import Literal, cast
 
 import torch
 
-from .. import DType, SpecError
+from .._spec.dtype import DType
+from ..errors import SpecError
 from ..kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
 from ..kernels.softmax import suggested_split
 
@@ -90,7 +92,8 @@ def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: 
                      rotary_dim: int | None, theta: float, style: str) -> RoPE:
     """The :class:`~specdsl.kernels.RoPE` rotating ``q_heads`` and ``kv_heads`` heads in place."""
     return RoPE(dtype=dtype_of(dtype), q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
-                rotary_dim=rotary_dim, theta=theta, style=style)
+                rotary_dim=rotary_dim, theta=theta,
+                style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
 @functools.lru_cache(maxsize=_KEPT)
@@ -114,17 +117,21 @@ def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype) -> Fp8Quant:
     return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden, scale_mode="group")
 
 
+#: The scale modes of the fused FP8 epilogues (the kernels refuse other names).
+_Mode = Literal["dynamic", "static", "group"]
+
+
 @functools.lru_cache(maxsize=_KEPT)
 def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: bool,
                    scale_mode: str) -> RMSNormQuant:
     """The :class:`~specdsl.kernels.RMSNormQuant` for rows of ``hidden``, with scales of
     ``scale_mode`` (``"dynamic"``, ``"static"`` or ``"group"``)."""
     return RMSNormQuant(hidden=hidden, eps=eps, dtype=dtype_of(dtype),
-                        fused_residual=fused_residual, scale_mode=scale_mode)
+                        fused_residual=fused_residual, scale_mode=cast(_Mode, scale_mode))
 
 
 @functools.lru_cache(maxsize=_KEPT)
 def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str) -> SiluMulQuant:
     """The :class:`~specdsl.kernels.SiluMulQuant` for rows of ``2 * d`` inputs, ``d`` codes,
     with scales of ``scale_mode``."""
-    return SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=scale_mode)
+    return SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=cast(_Mode, scale_mode))

@@ -1,0 +1,1 @@
+"""Helpers every layer may use: labelled SHA-256 digests and the cache-folder policy."""

@@ -1,0 +1,1 @@
+"""The command line: argparse, output, user modules and the working folder."""

@@ -1,0 +1,139 @@
+"""``specdsl cache info|clear|prune``: the disk cache folder from the command line.
+
+The folder is ``--dir``, else ``SPECDSL_CACHE_DIR``, else the per-user default; it is
+checked as every specdsl cache folder is (:func:`specdsl._base.cachedir.prepare_folder`)
+before anything is read or removed. The work is :mod:`specdsl._base.eviction`'s; this module
+only parses and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .._base import eviction
+from .._base.cachedir import prepare_folder
+from ..config import Knobs, knobs, parse_size
+from ..errors import CacheDirError, ConfigError
+
+__all__ = ["add_arguments", "command_cache", "format_size"]
+
+
+def format_size(size: int) -> str:
+    """``size`` bytes for people: ``"812 B"``, ``"40.3 KiB"``, ``"1.0 GiB"``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _cap(text: str) -> int:
+    try:
+        size = parse_size("--max-bytes", text)
+    except ConfigError:
+        size = None
+    if size is None:
+        raise argparse.ArgumentTypeError(f"must be a size in bytes such as 1073741824, 512M "
+                                         f"or 4G (got {text!r})")
+    return size
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``info``, ``clear`` and ``prune`` actions to the ``cache`` verb's parser."""
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    info = actions.add_parser("info", help="location, size, entries and toolchain",
+                              description="Print the cache folder, its size and entries, "
+                                          "the size cap and the toolchain in the keys.")
+    clear = actions.add_parser("clear", help="remove every entry",
+                               description="Remove every entry (writes in flight are kept).")
+    prune = actions.add_parser(
+        "prune", help="remove the entries read least recently, down to the cap",
+        description="Remove the entries read least recently until the cache fits the cap.")
+    prune.add_argument("--max-bytes", type=_cap, default=None, metavar="SIZE",
+                       help="the cap, e.g. 512M (default: SPECDSL_CACHE_MAX_BYTES, 1G)")
+    for action in (info, clear, prune):
+        action.add_argument("--dir", type=Path, default=None, metavar="DIR",
+                            help="the cache folder (default: SPECDSL_CACHE_DIR or "
+                                 "~/.cache/specdsl)")
+
+
+def _folder(args: argparse.Namespace) -> tuple[Path, bool]:
+    """The cache folder, checked, and whether it exists yet."""
+    root = args.dir if args.dir is not None else knobs.cache_dir
+    if root is None:
+        raise CacheDirError(f"the disk cache is off ({Knobs.cache_dir.name}="
+                            f"{Knobs.cache_dir.raw()}); name a folder with --dir")
+    try:
+        prepare_folder(root, create=False)
+    except FileNotFoundError:
+        return root, False
+    except CacheDirError:
+        raise
+    except OSError as exc:
+        raise CacheDirError(f"cannot use the cache folder {str(root)!r}: {exc}") from None
+    return root, True
+
+
+def _toolchain() -> str:
+    import platform
+
+    import jinja2
+
+    try:
+        import cuda.core
+
+        from .._runtime.compile import toolchain_version
+
+        nvjitlink = f"nvJitLink {toolchain_version()}; cuda.core {cuda.core.__version__}"
+    except Exception as exc:  # no cuda-python or no nvJitLink: say so, keep the rest
+        nvjitlink = f"nvJitLink unavailable ({type(exc).__name__}: {exc})"
+    return f"{nvjitlink}; Jinja {jinja2.__version__}; Python {platform.python_version()}"
+
+
+def _info(root: Path, exists: bool) -> None:
+    usage = eviction.usage(root) if exists else None
+    cap = knobs.cache_max_bytes
+    print(f"location   {root}{'' if exists else ' (not created yet)'}")
+    if usage is not None:
+        print(f"size       {format_size(usage.bytes)} in {usage.entries} entries "
+              f"(cap {format_size(cap) if cap is not None else 'none'})")
+        order = [*eviction.KINDS.values(), "other"]
+        kinds = ", ".join(f"{usage.kinds[kind]} {kind}" for kind in order if kind in usage.kinds)
+        print(f"entries    {kinds or 'none'}")
+        print(f"temp       {usage.temp_files} files ({format_size(usage.temp_bytes)})")
+    print(f"toolchain  {_toolchain()}")
+
+
+def command_cache(args: argparse.Namespace) -> int:
+    """``specdsl cache info|clear|prune [--max-bytes SIZE] [--dir DIR]``.
+
+    Returns:
+        0.
+
+    Raises:
+        CacheDirError: the cache is off, or the folder is refused or unusable.
+        ConfigError: ``SPECDSL_CACHE_DIR`` or ``SPECDSL_CACHE_MAX_BYTES`` is malformed.
+    """
+    root, exists = _folder(args)
+    if args.action == "info":
+        _info(root, exists)
+        return 0
+    cap = 0
+    if args.action == "prune":
+        limit = args.max_bytes if args.max_bytes is not None else knobs.cache_max_bytes
+        if limit is None:
+            print(f"no cap ({Knobs.cache_max_bytes.name}={Knobs.cache_max_bytes.raw()}): "
+                  f"nothing to prune; give one with --max-bytes", file=sys.stderr)
+            return 0
+        cap = limit
+    if not exists:
+        print(f"{root}: no cache folder yet, nothing to remove")
+        return 0
+    done = eviction.prune(root, cap)
+    print(f"removed {done.entries} entries ({format_size(done.bytes)}) from {root}; "
+          f"{done.left_entries} entries ({format_size(done.left_bytes)}) left"
+          + (f", cap {format_size(cap)}" if args.action == "prune" else ""))
+    return 0

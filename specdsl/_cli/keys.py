@@ -1,0 +1,236 @@
+"""The verbs of the command line about specs and keys: ``list``, ``key``, ``check-keys``.
+
+Each prints text, or with ``--json`` one JSON document whose schema ``docs/cli.md``
+states. The facts come from the library: the spec's fields (attrs), the derived key's
+inputs (:func:`specdsl._render.keys.key_inputs`) and the key proofs
+(:mod:`specdsl._proof.analysis`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from .._proof.analysis import KeyReport, analyze_class
+from .._render.keys import derived_key, hand_key, key_inputs
+from .._review.requests import builtin_specs, format_request, parse_request, spec_name
+from .._spec.decorator import spec_info
+from .._spec.fields import DOC, is_factory, role_of
+from .main import FOUND, OK
+from .output import json_value, print_json, request_fields
+from .specs import resolve_spec, spec_classes
+
+__all__ = ["command_list", "command_key", "command_check_keys", "format_report"]
+
+
+# --- list ----------------------------------------------------------------------------------
+
+def _type_name(tp: Any) -> str:
+    return tp.__name__ if isinstance(tp, type) else str(tp).replace("typing.", "")
+
+
+def _default(field: attrs.Attribute[Any]) -> tuple[str, Any]:
+    """``("required", None)``, ``("computed", None)`` or ``("value", default)``."""
+    if field.default is attrs.NOTHING:
+        return "required", None
+    if is_factory(field.default):
+        return "computed", None
+    convert = field.converter
+    return "value", convert(field.default) if callable(convert) else field.default
+
+
+def _fields(cls: type) -> list[dict[str, Any]]:
+    hints = typing.get_type_hints(cls)
+    described = []
+    for f in attrs.fields(cls):
+        kind, default = _default(f)
+        described.append({"name": f.name, "role": role_of(f), "type": _type_name(hints[f.name]),
+                          "default_kind": kind, "default": default,
+                          "computed_from_fields": kind == "computed" and f.default.takes_self,
+                          "doc": f.metadata.get(DOC) or ""})
+    return described
+
+
+def _field_line(item: dict[str, Any]) -> str:
+    if item["default_kind"] == "required":
+        default = " (required)"
+    elif item["default_kind"] == "computed":
+        default = (" = (computed from the other fields)" if item["computed_from_fields"]
+                   else " = (computed)")
+    else:
+        default = f" = {item['default']!r}"
+    doc = f"  {item['doc']}" if item["doc"] else ""
+    return f"    {item['role']:6s} {item['name']}: {item['type']}{default}{doc}"
+
+
+def command_list(args: argparse.Namespace) -> int:
+    """``specdsl list [SPEC ...] [-v] [--json]``: the built-in specs (name, template, entry);
+    with ``-v``, or for the SPECs named, each field's role, type, default and doc."""
+    named = bool(args.specs)
+    classes = ([(spec_name(resolve_spec(name)), resolve_spec(name)) for name in args.specs]
+               if named else sorted(builtin_specs().items()))
+    if args.json:
+        print_json([{
+            "spec": name, "class": spec_info(cls).cls_name, "template": spec_info(cls).template,
+            "entry": spec_info(cls).entry, "has_key_method": spec_info(cls).has_key,
+            "fields": [{**item, "default": json_value(item["default"])}
+                       for item in _fields(cls)],
+        } for name, cls in classes])
+        return OK
+    for name, cls in classes:
+        info = spec_info(cls)
+        print(f"{name:10s} {info.template:22s} entry {info.entry}")
+        if named or args.verbose:
+            for item in _fields(cls):
+                print(_field_line(item))
+    return OK
+
+
+# --- key -----------------------------------------------------------------------------------
+
+def command_key(args: argparse.Namespace) -> int:
+    """``specdsl key SPEC [field=value ...] [--explain] [--json]``: the derived key (and the
+    hand-written one); ``--explain`` adds each input the derived key hashes."""
+    spec = parse_request(resolve_spec(args.request[0]), args.request[1:])
+    target = args.target
+    key, written = derived_key(spec, target), hand_key(spec)
+    inputs = key_inputs(spec, target)
+    sources = spec_info(spec).facts.sources
+    if args.json:
+        print_json({
+            "spec": spec_name(type(spec)), "request": format_request(spec),
+            "fields": request_fields(spec), "target": target.sm, "derived_key": key,
+            "hand_written_key": written,
+            "inputs": [{"label": label, "value": value} for label, value in inputs],
+            "templates": [{"name": name, "sha256": digest} for name, digest in sources],
+        })
+        return OK
+    print(f"derived: {key}")
+    if args.explain:
+        print("  SHA-256 over these labelled, length-prefixed inputs (the key keeps the "
+              "first 40 hex digits):")
+        width = max(len(label) for label, _ in inputs)
+        for label, value in inputs:
+            print(f"    {label:<{width}}  {value}")
+            if label == "templates":
+                print("      (one SHA-256 over the name and source SHA-256 of each template "
+                      "reached:)")
+                name_width = max(len(name) for name, _ in sources)
+                for name, digest in sources:
+                    print(f"        {name:<{name_width}}  {digest}")
+    if written is not None:
+        print(f"hand-written: {written}")
+    return OK
+
+
+# --- check-keys ----------------------------------------------------------------------------
+
+def _names(fields: Iterable[str]) -> str:
+    return ", ".join(sorted(fields))
+
+
+def _status(report: KeyReport) -> str:
+    if not report.has_key:
+        return "derived"
+    return "incomplete" if report.incomplete else ("over-keyed" if report.extra else "ok")
+
+
+def _diff_command(example: Any) -> str:
+    def words(request: Any) -> str:
+        return format_request(request).partition(" ")[2]
+
+    return (f"specdsl diff {spec_name(type(example.first))} {words(example.first)} -- "
+            f"{words(example.second)}")
+
+
+def format_report(report: KeyReport) -> list[str]:
+    """The lines ``specdsl check-keys`` prints for one class."""
+    cls = report.cls
+    title = f"{cls.__module__}.{cls.__qualname__}"
+    if not report.has_key:
+        return [f"ok          {title}: derived key (no key() to prove)"]
+    info = spec_info(cls)
+    status = {"incomplete": "INCOMPLETE ", "over-keyed": "OVER-KEYED "}.get(
+        _status(report), "ok         ")
+    lines = [f"{status} {title}: key() reads {_names(report.key_fields_any) or 'no field'}; "
+             f"template {info.template!r} reads {_names(report.template_fields) or 'no field'}"]
+    if report.missing:
+        lines.append(
+            f"    incomplete: the template reads {_names(report.missing)} but key() does "
+            "not: a request differing only there would silently run the first request's "
+            "kernel")
+    for example in report.counterexamples:
+        lines += [
+            f"    counterexample: key {example.key!r} for both, different PTX for "
+            f"{example.target} (they differ in {example.field}):",
+            f"        {format_request(example.first)}",
+            f"        {format_request(example.second)}",
+            f"        {_diff_command(example)}",
+            f"        Python: {example.first!r}",
+            f"                {example.second!r}",
+        ]
+    if report.extra:
+        lines.append(
+            f"    over-specified: key() reads {_names(report.extra)}, which the template "
+            "never reads: requests differing only there compile the same PTX again")
+    if report.note:
+        lines.append(f"    note: {report.note}")
+    elif report.samples.pairs:
+        sampled = report.samples
+        pairs = "pair" if sampled.pairs == 1 else "pairs"
+        lines.append(f"    sampled: {sampled.pairs} {pairs} differing in one baked field, "
+                     f"{sampled.shared} shared a key, {len(sampled.counterexamples)} "
+                     f"rendered different PTX" +
+                     (f", {sampled.skipped} not renderable" if sampled.skipped else ""))
+        if sampled.render_failure:
+            lines.append(f"    template error (not a key problem) on {sampled.render_failure}")
+    return lines
+
+
+def _report_json(report: KeyReport) -> dict[str, Any]:
+    cls, sampled = report.cls, report.samples
+    return {
+        "class": f"{cls.__module__}.{cls.__qualname__}", "spec": spec_name(cls),
+        "status": _status(report), "has_key_method": report.has_key,
+        "template": spec_info(cls).template,
+        "template_fields": sorted(report.template_fields),
+        "key_fields": sorted(report.key_fields), "key_fields_any": sorted(report.key_fields_any),
+        "missing": sorted(report.missing), "over_specified": sorted(report.extra),
+        "counterexamples": [{
+            "key": example.key, "field": example.field, "target": example.target.sm,
+            "first": format_request(example.first), "second": format_request(example.second),
+            "diff_command": _diff_command(example),
+        } for example in report.counterexamples],
+        "samples": {"pairs": sampled.pairs, "shared": sampled.shared,
+                    "skipped": sampled.skipped, "render_failure": sampled.render_failure or None},
+        "note": report.note or None,
+    }
+
+
+def command_check_keys(args: argparse.Namespace) -> int:
+    """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key, 0 otherwise.
+
+    ``MODULE`` is a module, a file (``./kernels.py``) or either with ``:ClassName``
+    (default ``specdsl.kernels``). ``--json``: one object a class.
+    """
+    names = args.modules or ["specdsl.kernels"]
+    reports = [analyze_class(cls, samples=args.samples, seed=args.seed, target=args.target)
+               for cls in spec_classes(names)]
+    keyed = [r for r in reports if r.has_key]
+    incomplete = [r for r in keyed if r.incomplete]
+    status = FOUND if incomplete else OK
+    if args.json:
+        print_json([_report_json(report) for report in reports])
+        return status
+    for report in reports:
+        for line in format_report(report):
+            print(line)
+    over = [r for r in keyed if r.extra]
+    classes = "spec class" if len(reports) == 1 else "spec classes"
+    print(f"checked {len(reports)} {classes} in {', '.join(names)}: {len(keyed)} with a "
+          f"hand-written key(), {len(incomplete)} incomplete, {len(over)} over-specified")
+    return status

@@ -1,0 +1,272 @@
+"""The review verbs of the command line: ``render``, ``diff``, ``verify`` and ``run``.
+
+Request words follow one grammar: a ``SPEC`` (built-in name, ``package.module:ClassName``
+or ``path/file.py:ClassName``) followed by its ``field=value`` assignments; a word
+without ``=`` starts the next spec. The work is done by the review library
+(:mod:`specdsl.review`); this module turns words into requests and prints what it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._render.keys import derived_key
+from .._render.render import render
+from .._review.renders import diff_requests, write_renders
+from .._review.requests import (
+    build_request,
+    builtin_specs,
+    format_request,
+    parse_assignments,
+    parse_request,
+    spec_name,
+)
+from .._review.variants import pinned_variants, representative_request
+from .._review.verify import Verified, verify_request
+from .._runtime.compile import CompileOptions
+from .._spec.target import Target
+from .._spec.values import unique
+from ..errors import ConfigError, SpecError
+from .main import B_WORDS, FOUND, OK, UsageError
+from .output import print_json, request_fields, table
+from .specs import resolve_spec
+
+__all__ = ["split_requests", "collect_requests", "command_render", "command_diff",
+           "command_verify", "command_run"]
+
+
+def split_requests(words: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """Group CLI words into ``[(SPEC, [field=value, ...]), ...]``.
+
+    Raises:
+        SpecError: an assignment before any spec.
+    """
+    groups: list[tuple[str, list[str]]] = []
+    for word in words:
+        if "=" in word:
+            if not groups:
+                raise SpecError(f"{word!r} assigns a field before any SPEC was named")
+            groups[-1][1].append(word)
+        else:
+            groups.append((word, []))
+    return groups
+
+
+def collect_requests(words: Sequence[str], *, variants: bool, target: Target) -> list[Any]:
+    """The requests named by CLI words, or with ``variants`` each spec's variants with
+    those fields pinned (:func:`specdsl._review.variants.pinned_variants`).
+
+    A SPEC without field words stands for :func:`~specdsl._review.variants.representative_request`.
+    Requests that share a derived key (they differ only in launch fields) are kept once,
+    the first in order.
+
+    Raises:
+        SpecError: an unknown spec or field, or an invalid value.
+    """
+    requests: list[Any] = []
+    for name, assignments in split_requests(words):
+        cls = resolve_spec(name)
+        if variants:
+            requests.extend(pinned_variants(cls, parse_assignments(cls, assignments)))
+        elif assignments:
+            requests.append(parse_request(cls, assignments))
+        else:
+            requests.append(representative_request(cls))
+    return unique(requests, key=lambda request: derived_key(request, target))
+
+
+def _label(request: Any) -> str:
+    return format_request(request, baked_only=True)
+
+
+# --- render --------------------------------------------------------------------------------
+
+def command_render(args: argparse.Namespace) -> int:
+    """``specdsl render SPEC [field=value ...]``: print the PTX of one request; with
+    ``--out DIR``, write one file per request (:func:`specdsl._review.renders.write_renders`) and
+    print each path; a request the target cannot run is a ``skipped`` line on stderr."""
+    prog = args.verb_parser.prog
+    if not args.out:
+        if args.variants:
+            raise UsageError(prog, "render --variants writes one file per request: give --out DIR")
+        sys.stdout.write(render(parse_request(resolve_spec(args.request[0]), args.request[1:]),
+                                args.target))
+        return OK
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(prog, f"--out {args.out!r} is a file: give a folder (made if missing)")
+    requests = collect_requests(args.request, variants=args.variants, target=args.target)
+    for item in write_renders(requests, args.target, Path(args.out)):
+        if item.path is None:
+            print(f"skipped {_label(item.request)}: {item.skipped}", file=sys.stderr)
+        else:
+            print(os.fspath(item.path))
+    return OK
+
+
+# --- diff ----------------------------------------------------------------------------------
+
+def command_diff(args: argparse.Namespace) -> int:
+    """``specdsl diff SPEC [field=value ...] -- [field=value ...]``: exit 0 when the two
+    requests render identical PTX (one ``identical`` line), 1 with a unified diff headed
+    by both derived keys. Request B starts from A's values and applies B's words."""
+    prog = args.verb_parser.prog
+    words = list(args.request)
+    split = words.index(B_WORDS) if B_WORDS in words else len(words)
+    a_words, b_words = words[:split], words[split + 1:]
+    if not a_words:
+        raise UsageError(prog, "diff needs a SPEC: specdsl diff SPEC a=1 -- a=2")
+    name = a_words.pop(0)
+    if "=" in name:
+        raise UsageError(prog, f"diff needs SPEC before its fields (got {name!r})")
+    for word in a_words + b_words:
+        if "=" not in word:
+            raise UsageError(prog, f"expected field=value (got {word!r}); diff compares one SPEC")
+    if split == len(words) and args.target_b is None:
+        raise UsageError(prog, "diff needs request B: give its fields after '--' "
+                               "(SPEC a=1 -- a=2) or a second target (--target-b sm_90a)")
+    cls = resolve_spec(name)
+    values = parse_assignments(cls, a_words)
+    first = build_request(cls, values)
+    second = build_request(cls, {**values, **parse_assignments(cls, b_words)})
+    diff = diff_requests(first, second, args.target, args.target_b)
+    about_a = f"{diff.key_a} ({format_request(first)}, {diff.target_a.sm})"
+    about_b = f"{diff.key_b} ({format_request(second)}, {diff.target_b.sm})"
+    if diff.identical:
+        if diff.key_a == diff.key_b:
+            print(f"identical: {format_request(first)} and {format_request(second)} render "
+                  f"the same PTX for {diff.target_a.sm} (derived key {diff.key_a})")
+        else:
+            print(f"identical: {about_a} and {about_b} render the same PTX")
+        return OK
+    sys.stdout.writelines(difflib.unified_diff(
+        diff.ptx_a.splitlines(True), diff.ptx_b.splitlines(True), about_a, about_b))
+    return FOUND
+
+
+# --- verify --------------------------------------------------------------------------------
+
+_COLUMNS = ("regs", "spill-st", "spill-ld", "stack", "smem", "cmem", "compile")
+
+
+def _rows(results: list[Verified]) -> list[list[str]]:
+    rows = []
+    for result in results:
+        label = _label(result.request)
+        for status in ("error",) * (result.error is not None) + ("skipped",) * (
+                result.skipped is not None):
+            rows.append([label, "-", status] + [""] * (len(_COLUMNS) - 1))
+        for item in result.resources:
+            spills = ([str(item.spill_stores), str(item.spill_loads)]
+                      if item.spills_reported else ["?", "?"])
+            rows.append([label, item.entry, str(item.registers), *spills, str(item.stack_frame),
+                         str(item.shared_memory), str(item.constant_memory),
+                         f"{result.seconds * 1000:.0f} ms"])
+    return rows
+
+
+def _as_json(result: Verified) -> dict[str, Any]:
+    request = result.request
+    return {
+        "spec": spec_name(type(request)),
+        "request": _label(request),
+        "fields": request_fields(request),
+        "derived_key": result.key,
+        "target": result.target.sm,
+        "resources": [item.as_dict() for item in result.resources],
+        "compile_seconds": result.seconds,
+        "violations": list(result.violations),
+        "error": result.error,
+        "skipped": result.skipped,
+    }
+
+
+def command_verify(args: argparse.Namespace) -> int:
+    """``specdsl verify [SPEC [field=value ...] ...] [--variants]``: compile and report.
+
+    One table row per entry (registers, spill stores and loads, stack frame in bytes per
+    thread, static shared memory in bytes per CTA, constant memory in bytes, compile
+    time), a ``FAIL <request>: <why>`` line per violation and ``SKIP <request>: <why>``
+    per request the target cannot run; ``--json``: a JSON array, one object a request.
+    On a terminal, ``[i/n]`` progress goes to stderr. Exit 1 when a request fails.
+    """
+    if args.max_registers is not None and args.max_registers < 1:
+        raise UsageError(args.verb_parser.prog, "--max-registers must be a positive int "
+                                                f"(got {args.max_registers})")
+    try:
+        options = CompileOptions(lineinfo=args.lineinfo, max_registers=args.maxrregcount,
+                                 debug=args.debug)
+    except ConfigError as exc:
+        raise UsageError(args.verb_parser.prog, f"--maxrregcount {args.maxrregcount}: "
+                                                f"{exc}") from None
+    target = args.target
+    words = list(args.request) or list(builtin_specs())
+    requests = collect_requests(words, variants=args.variants, target=target)
+    progress = len(requests) > 1 and sys.stderr.isatty()
+    results = []
+    for index, request in enumerate(requests, 1):
+        if progress:
+            print(f"[{index}/{len(requests)}] {_label(request)}", file=sys.stderr, flush=True)
+        results.append(verify_request(request, target, no_spills=args.no_spills,
+                                      max_registers=args.max_registers,
+                                      compile_options=options))
+    failed = [r for r in results if r.violations]
+    status = FOUND if failed else OK
+    if args.json:
+        print_json([_as_json(r) for r in results])
+        return status
+    print(f"verify: {len(results)} request(s) for {target.sm} "
+          "(stack, spills: bytes per thread; smem: bytes per CTA; cmem: bytes)")
+    for line in table(("request", "entry") + _COLUMNS, _rows(results), right_from=2):
+        print(line)
+    for result in failed:
+        for violation in result.violations:
+            print(f"FAIL {_label(result.request)}: {violation}")
+        if result.error is not None:  # the whole nvJitLink log and PTX excerpt, indented
+            for line in result.error.splitlines()[1:]:
+                print(f"    {line}")
+    skipped = [r for r in results if r.skipped is not None]
+    for result in skipped:
+        print(f"SKIP {_label(result.request)}: {result.skipped}")
+    summary = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
+    if skipped:
+        summary += f", {len(skipped)} skipped (not for {target.sm})"
+    print(summary)
+    return status
+
+
+# --- run -----------------------------------------------------------------------------------
+
+def command_run(args: argparse.Namespace) -> int:
+    """``specdsl run [--device N] [--seed S]``: every built-in kernel on the GPU against its
+    float64 reference, one table row each; exit 1 if one fails.
+
+    Raises:
+        LaunchError: no CUDA device (the CLI prints one line and exits 2).
+    """
+    import numpy as np
+
+    from .._review.demo import run_builtins
+    from .._runtime.executor import Executor
+
+    executor = Executor(device=args.device)
+    runs = run_builtins(executor, np.random.default_rng(args.seed))
+    rows = []
+    for run in runs:
+        verdict = "PASS" if run.passed else (f"FAIL ({run.problem})" if run.problem else "FAIL")
+        rows.append([run.name, "-" if run.request is None else format_request(run.request),
+                     run.shape, "-" if run.problem else
+                     ", ".join(f"{k}={v:.2e}" for k, v in run.errors.items()),
+                     "-" if run.tolerance is None else f"{run.tolerance:.1e}", verdict])
+    header = ("kernel", "request", "shape", "rel error", "tolerance", "result")
+    for line in table(header, rows):
+        print(line)
+    failed = sum(not run.passed for run in runs)
+    print(f"{len(runs) - failed}/{len(runs)} passed on device {args.device} "
+          f"({executor.target.sm})", file=sys.stderr if failed else sys.stdout)
+    return FOUND if failed else OK

@@ -1,0 +1,140 @@
+"""Importing the user modules a command names: by module name or by file path.
+
+Whatever a user module does while it is imported (a syntax error, a failing import, an
+error or warning-turned-error at class definition, ``sys.exit()``) comes back as one
+:class:`~specdsl.errors.SpecError` line naming the module, the error and where it was
+raised. Nothing in the working folder shadows another module (:mod:`specdsl._cli.working_folder`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+import types
+from pathlib import Path
+
+from .._review.requests import MODULE_FILES
+from ..errors import SpecError
+from .working_folder import in_working_folder, working_folder_searched
+
+__all__ = ["load_module", "is_file_name", "describe_exception", "in_specdsl"]
+
+def is_file_name(name: str) -> bool:
+    """Whether a MODULE word names a file (``./kernels.py``) rather than a module."""
+    return name.endswith(".py") or "/" in name or os.sep in name
+
+
+def load_module(name: str) -> types.ModuleType:
+    """Import a module by name (``pkg.mod``) or from a file (``./kernels.py``).
+
+    A name is looked up on ``sys.path``; one found nowhere there is imported from the
+    working folder (see :mod:`specdsl._cli.working_folder`: nothing there ever shadows the
+    standard library or an installed package). A file is imported under its stem
+    (``kernels``), as its neighbours would import it, so its spec classes get the same
+    qualified names (and derived keys) as in the application. While a module from the
+    working folder or a file runs, its folder is searched, last, for its own imports.
+
+    Raises:
+        SpecError: no such module or file; a file whose stem names another module already
+            imported (a ``json.py`` never replaces the standard library's ``json``); or
+            any exception the module raises while it runs (a syntax error, a failing
+            import, an error at class definition): one line naming the module, the
+            error and where it was raised.
+    """
+    if is_file_name(name):
+        return _load_file(name)
+    top = name.partition(".")[0]
+    try:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != top or not top.isidentifier() or not in_working_folder(top):
+                raise
+        with working_folder_searched():
+            return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            raise SpecError(f"cannot import module {name!r}: no module named {exc.name!r} "
+                            "(is it installed, or in the working folder?)") from None
+        raise SpecError(f"cannot import module {name!r}: {describe_exception(exc)}") from None
+    except (Exception, SystemExit) as exc:  # the module's own code failed: one line
+        raise SpecError(f"cannot import module {name!r}: {describe_exception(exc)}") from None
+
+
+def _load_file(name: str) -> types.ModuleType:
+    path = Path(name)
+    if not path.is_file():
+        raise SpecError(f"cannot import {name!r}: no such file")
+    resolved = path.resolve()
+    stem = resolved.stem
+    if not stem.isidentifier():
+        raise SpecError(f"cannot import {name!r}: {stem!r} is not a valid module name")
+    other = _other_module(stem, resolved)
+    if other is not None:
+        raise SpecError(f"cannot import {name!r} as module {stem!r}: that is the name of "
+                        f"another module ({other}); rename the file")
+    if stem in sys.modules:
+        return sys.modules[stem]
+    MODULE_FILES[stem] = name
+    module_spec = importlib.util.spec_from_file_location(stem, resolved)
+    if module_spec is None or module_spec.loader is None:
+        raise SpecError(f"cannot import {name!r}: not a Python source file")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[stem] = module
+    try:
+        with working_folder_searched(resolved.parent):
+            module_spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(stem, None)
+        MODULE_FILES.pop(stem, None)
+        raise SpecError(f"cannot import {name!r}: {describe_exception(exc)}") from None
+    return module
+
+
+def _other_module(stem: str, path: Path) -> str | None:
+    """Where a module named ``stem`` other than the file ``path`` is imported or found."""
+    loaded = sys.modules.get(stem)
+    if loaded is not None:
+        where = getattr(loaded, "__file__", None)
+        return None if where and Path(where).resolve() == path else (where or "built in")
+    try:
+        found = importlib.util.find_spec(stem)
+    except (ImportError, ValueError):
+        return None
+    if found is None or (found.origin and Path(found.origin).resolve() == path):
+        return None
+    return found.origin or "a namespace package"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"Type: message (at file:line)"``: one line for an exception a user's code raised.
+
+    The place is the innermost frame of the traceback outside specdsl (the user's
+    module, or a library it called), else the innermost frame; a ``SyntaxError``'s
+    message holds its own file and line.
+    """
+    message = str(exc).strip()
+    text = f"{type(exc).__name__}: {message.splitlines()[0]}" if message else type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        return text
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<")]  # importlib's frozen frames say nothing
+    outside = [f for f in frames if not in_specdsl(f.filename)]
+    where = (outside or frames)[-1:]
+    if where:
+        text += f" (at {where[0].filename}:{where[0].lineno})"
+    return text
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent  # the specdsl package
+
+
+def in_specdsl(filename: str) -> bool:
+    """Whether a source file belongs to the specdsl package itself."""
+    try:
+        return Path(filename).resolve().is_relative_to(_PACKAGE)
+    except (OSError, ValueError):
+        return False

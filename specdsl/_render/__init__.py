@@ -1,0 +1,1 @@
+"""Rendering and keys: a request to PTX text, and the module key derived from it."""

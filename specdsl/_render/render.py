@@ -1,0 +1,116 @@
+"""Rendering a request to PTX: a pure function of (spec, target)."""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Any
+
+import jinja2
+
+from .._base.digest import source_digest
+from .._spec.decorator import spec_info
+from .._spec.target import Target
+from ..errors import RenderError, UnsupportedTargetError
+
+__all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
+
+# A PTX module must open with these directives (PTX ISA 11.1-11.2); nvJitLink's own error
+# for a module without them ("does not match type NVJITLINK_INPUT_PTX") says nothing useful.
+_VERSION = re.compile(r"^\s*\.version\s", re.MULTILINE)
+_TARGET = re.compile(r"^\s*\.target\s", re.MULTILINE)
+# Control characters besides tab and newline (PTX ISA 4.1: source modules are ASCII text).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
+    """The variables a template sees: the baked fields, ``target`` and ``entry``.
+
+    Launch fields are deliberately absent: a template cannot depend on them.
+    """
+    info = spec_info(spec)
+    context = {name: getattr(spec, name) for name in info.baked}
+    context["target"] = Target.parse(target)
+    context["entry"] = info.entry
+    return context
+
+
+def render(spec: Any, target: Target | str = "sm_90") -> str:
+    """Render the PTX module text of ``spec`` for ``target``.
+
+    The result is deterministic: the same text for equal requests and targets in
+    every process, whatever ``PYTHONHASHSEED``.
+
+    Args:
+        spec: a request (an instance of a :func:`kernel_spec` class).
+        target: a :class:`Target` or a string such as ``"sm_90"`` or ``"sm_90a"``.
+
+    Returns:
+        PTX text, ending in a newline, holding ``.entry <entry>``.
+
+    Raises:
+        TargetError: a malformed target string.
+        RenderError: a value the PTX type cannot hold, a template's ``require(...)``
+            failure, a printed value that is not one line of printable ASCII, a control
+            character in the text, or any template error; the message names the request
+            and template.
+        UnsupportedTargetError: a template's ``require_target(...)`` failure: a request
+            this target cannot run (a :class:`RenderError` too).
+    """
+    info = spec_info(spec)
+    context = render_context(spec, target)
+    try:
+        text = info.env.get_template(info.template).render(context)
+    except UnsupportedTargetError as exc:
+        raise UnsupportedTargetError(f"{spec!r} for {context['target']}: {exc}",
+                                     exc.reason) from None
+    except RenderError as exc:
+        raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
+    except jinja2.TemplateError as exc:
+        lineno = getattr(exc, "lineno", None)  # syntax and runtime errors carry one
+        where = f" line {lineno}" if lineno else ""
+        raise RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}") from exc
+    bad = _CONTROL.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise RenderError(f"{spec!r}: template {info.template!r} renders the control character "
+                          f"{bad.group()!r} on PTX line {line}; PTX source is printable ASCII "
+                          "lines (a NUL would end the text nvJitLink compiles)")
+    if f".entry {info.entry}" not in text:
+        raise RenderError(f"{spec!r}: template {info.template!r} defines no '.entry {info.entry}'")
+    if not (_VERSION.search(text) and _TARGET.search(text)):
+        raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "
+                          "directive: start it with {% include \"header.ptx.j2\" %}")
+    return text if text.endswith("\n") else text + "\n"
+
+
+def rendering_digest() -> str:
+    """A SHA-256 of specdsl's own Python sources (hex): :func:`specdsl._base.digest.source_digest`.
+
+    A derived key covers the request, its templates, the target and the Jinja version;
+    the rest of what decides the rendered text is specdsl's code (filters such as
+    ``f32``, the context, ``DType`` and ``Target`` properties). Together with a derived
+    key, this digest names a rendering exactly, so a rendered PTX may be stored under it
+    (the disk cache does, to skip rendering in a warm process). Computed once a process.
+    """
+    return source_digest()
+
+
+def renders_from_key(spec: Any) -> bool:
+    """Whether ``spec``'s PTX is decided by its derived key and :func:`rendering_digest`.
+
+    True when every baked value is plain data (int, float, str, bool, None, tuples of
+    them) or a member of a specdsl enum (``DType``): templates can call methods of a
+    field's value, and a user type's methods are code that neither digest covers.
+    """
+    return all(_plain(getattr(spec, name)) for name in spec_info(spec).baked)
+
+
+def _plain(value: Any) -> bool:
+    kind = type(value)
+    if kind in (int, float, str, bool) or value is None:
+        return True
+    if kind is tuple:
+        return all(_plain(item) for item in value)
+    return isinstance(value, enum.Enum) and kind.__module__.split(".")[0] == "specdsl"
+

@@ -1,0 +1,1 @@
+"""Review: variants, verification, renders and diffs, and the ``specdsl run`` demo."""

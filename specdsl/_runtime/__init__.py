@@ -1,0 +1,1 @@
+"""Runtime: compile, disk cache, launch checks, module cache and launches (the executor)."""

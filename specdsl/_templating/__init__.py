@@ -1,0 +1,1 @@
+"""Templates: the Jinja environment that renders PTX, its filters, and what templates read."""

@@ -1,0 +1,240 @@
+"""The Jinja environments that render PTX, and static facts about templates.
+
+One ``Environment`` per template search path (the built-in ``templates/`` alone,
+or a spec's ``template_dir`` before it), built once and never mutated after.
+Each template file is read once per process and pinned (``auto_reload=False``,
+unbounded cache, a loader that keeps the text), so the source a derived key
+digests is exactly the source that renders.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jinja2
+from jinja2 import meta
+
+from ..errors import RenderError, TemplatesMissingError, UnsupportedTargetError
+from . import cache as templatecache
+from . import immediates
+from .immediates import is_ptx_text
+
+__all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
+           "template_facts", "template_path", "CONTEXT_NAMES"]
+
+#: Names every template may read besides the spec's baked fields.
+CONTEXT_NAMES = frozenset({"target", "entry"})
+
+
+def builtin_template_dir() -> Path:
+    """The folder of specdsl's own templates: inside the wheel, or the checkout's ``templates/``.
+
+    Raises:
+        TemplatesMissingError: neither folder exists (a broken install).
+    """
+    here = Path(__file__).resolve().parent.parent  # the specdsl package
+    for candidate in (here / "_templates", here.parent / "templates"):
+        if candidate.is_dir():
+            return candidate
+    raise TemplatesMissingError(
+        f"specdsl's templates are missing (looked in {here / '_templates'} and "
+        f"{here.parent / 'templates'}): reinstall specdsl")
+
+
+def _require(condition: Any, message: str) -> str:
+    """Template global: ``{{ require(hidden % 8 == 0, "hidden must be a multiple of 8") }}``."""
+    if not condition:
+        raise RenderError(message)
+    return ""
+
+
+def _require_target(condition: Any, message: str) -> str:
+    """Template global for what the target must support:
+    ``{{ require_target(target.arch >= 90, "add.rn.bf16x2 needs sm_90 or newer") }}``
+    raises :class:`UnsupportedTargetError` (a request this target cannot run)."""
+    if not condition:
+        raise UnsupportedTargetError(message)
+    return ""
+
+
+def _finalize(value: Any) -> Any:
+    # A raw float would print as "1e-06", which is no PTX immediate; a bool as "True".
+    if isinstance(value, bool):
+        raise RenderError(f"template printed the bool {value!r}; test it with {{% if %}} instead")
+    if isinstance(value, float):
+        raise RenderError(f"template printed the raw float {value!r}; "
+                          "write it through an immediate filter such as |f32 or |f64")
+    if isinstance(value, str):  # a macro's output may span lines; nothing may hold controls
+        bad = _NOT_TEXT.search(value)
+        if bad:
+            raise RenderError(f"template printed {value!r}, which holds {bad.group()!r}: PTX "
+                              "source is printable ASCII text in lines")
+        return value
+    text = str(value)  # an object's text (an enum member's, a user type's) is one line
+    if not is_ptx_text(text):
+        raise RenderError(f"template printed {value!r} as {text!r}, which is not one line of "
+                          "printable ASCII: PTX source is ASCII, one statement a line")
+    return text
+
+
+# Anything but printable ASCII, tab and newline (PTX ISA 4.1 "Source Format").
+_NOT_TEXT = re.compile(r"[^\t\n\x20-\x7e]")
+
+
+def _int_filter(ptx_type: str) -> Callable[[Any], str]:
+    return lambda value: immediates.integer(value, ptx_type)
+
+
+class _PinnedLoader(jinja2.FileSystemLoader):
+    """A FileSystemLoader that reads each template once per process and keeps that text.
+
+    The source a derived key digests is then always the source that renders, even if
+    the file is edited while the process runs (the edit is seen by the next process).
+    """
+
+    def __init__(self, searchpath: list[str]) -> None:
+        super().__init__(searchpath)
+        self._pinned: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def get_source(self, environment: jinja2.Environment, template: str
+                   ) -> tuple[str, str, Callable[[], bool]]:
+        with self._lock:
+            pinned = self._pinned.get(template)
+            if pinned is None:
+                source, filename, _ = super().get_source(environment, template)
+                pinned = self._pinned[template] = (source, filename)
+        return pinned[0], pinned[1], lambda: True
+
+
+def template_loader(env: jinja2.Environment) -> jinja2.FileSystemLoader:
+    """The loader of one of :func:`environment`'s Environments (its search path, pinned).
+
+    Raises:
+        TypeError: ``env`` is not one of them.
+    """
+    loader = env.loader
+    if not isinstance(loader, jinja2.FileSystemLoader):
+        raise TypeError(f"{env!r} is not a specdsl template environment")
+    return loader
+
+
+@functools.cache
+def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
+    """The shared Environment for ``search_path`` folders searched before the built-in ones.
+
+    Filters: ``f32``, ``f64`` (exact ``0f``/``0d`` immediates), ``f16``, ``bf16``
+    (``0xXXXX`` bit patterns), ``u32``, ``s32``, ``u64``, ``s64`` (range-checked
+    decimals). Globals: ``require(condition, message)`` raises :class:`RenderError`;
+    ``require_target(condition, message)`` raises :class:`UnsupportedTargetError`.
+    Printing a raw float or bool is a :class:`RenderError`, and so is printing text that
+    holds a character other than printable ASCII, tab and newline, or an object whose
+    text is not one line of printable ASCII (PTX ISA 4.1: source is ASCII lines). A
+    baked ``str`` is one line by construction (see :func:`specdsl._spec.fields.baked`).
+    """
+    env = jinja2.Environment(
+        loader=_PinnedLoader([*search_path, str(builtin_template_dir())]),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+        cache_size=-1,
+        finalize=_finalize,
+        bytecode_cache=templatecache.bytecode_cache(),  # verified, or None when off
+    )
+    env.filters.update(
+        f32=immediates.f32, f64=immediates.f64, f16=immediates.f16, bf16=immediates.bf16,
+        **{name: _int_filter(name) for name in ("u32", "s32", "u64", "s64")},
+    )
+    env.globals["require"] = _require
+    env.globals["require_target"] = _require_target
+    return env
+
+
+@attrs.frozen
+class TemplateFacts:
+    """What a template and everything it includes or imports reads and is made of.
+
+    Attributes:
+        names: every variable the templates read that they do not define themselves.
+        sources: ``(template name, sha256 of its source)`` for each template reached.
+        dynamic: True where an include or import names its template at render time;
+            then ``sources`` covers every template on the search path.
+        digest: one sha256 over ``sources``.
+    """
+
+    names: frozenset[str]
+    sources: tuple[tuple[str, str], ...]
+    dynamic: bool
+    digest: str
+
+
+@functools.cache
+def _file_facts(env: jinja2.Environment, name: str
+                ) -> tuple[str, frozenset[str], tuple[str | None, ...]]:
+    # One template file's (source digest, undeclared names, referenced templates). Files
+    # are pinned per environment, so this is computed once however many specs share them.
+    source, _, _ = template_loader(env).get_source(env, name)
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    cached = templatecache.load_facts(digest)
+    if cached is not None:
+        return (digest, *cached)
+    tree = env.parse(source, name)
+    names = frozenset(meta.find_undeclared_variables(tree))
+    refs = tuple(meta.find_referenced_templates(tree))
+    templatecache.store_facts(digest, names, refs)
+    return digest, names, refs
+
+
+def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
+    """Walk ``name`` and the templates it includes, imports or extends.
+
+    Reads each one through ``env``'s pinned loader, so later renders use exactly the
+    digested sources. Templates are compiled lazily, at their first render.
+
+    Raises:
+        jinja2.TemplateNotFound: ``name`` or a template it references does not exist.
+        jinja2.TemplateSyntaxError: a template does not parse.
+    """
+    names: set[str] = set()
+    sources: dict[str, str] = {}
+    dynamic = False
+    pending = [name]
+    while pending:
+        current = pending.pop()
+        if current in sources:
+            continue
+        sources[current], read, references = _file_facts(env, current)
+        names |= read
+        for ref in references:
+            if ref is None:
+                dynamic = True
+            else:
+                pending.append(ref)
+    if dynamic:  # cannot know which template renders: cover them all
+        for other in env.list_templates():
+            if other not in sources:
+                source, _, _ = template_loader(env).get_source(env, other)
+                sources[other] = hashlib.sha256(source.encode()).hexdigest()
+    names -= set(env.globals)
+    ordered = tuple(sorted(sources.items()))
+    digest = hashlib.sha256()
+    for item_name, item_digest in ordered:
+        digest.update(f"{len(item_name)}:{item_name}={item_digest};".encode())
+    return TemplateFacts(frozenset(names), ordered, dynamic, digest.hexdigest())
+
+
+def template_path(env: jinja2.Environment, name: str) -> str:
+    """The file a template name resolves to on ``env``'s search path."""
+    _, filename, _ = template_loader(env).get_source(env, name)
+    return os.fspath(filename)
