@@ -82,20 +82,22 @@ def _quant_spec(hidden: int, mode: str) -> Fp8Quant:
                     scale_mode="static_param" if mode == "static" else mode)
 
 
-def _unfused_norm(torch: Any, first: RMSNorm, second: Fp8Quant, tokens: int, fused: bool,
-                  mode: str) -> Impl:
-    """RMSNorm then Fp8Quant, through a ``y`` allocated outside the timed call."""
+def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
+             mode: str) -> Impl:
+    """``first`` (RMSNorm or SiluMul: its inputs, then ``y``, then the row count) and then
+    Fp8Quant of ``y``, through a ``y`` ``[tokens, width]`` allocated outside the timed call."""
     launcher = Launcher(torch)
     grid_a, block_a = first.launch_dims(tokens)
     grid_b, block_b = second.launch_dims(tokens)
     rows = np.uint32(tokens)
 
     def prepare(inputs: tuple) -> tuple:
-        return (*inputs, torch.empty_like(inputs[0]))
+        x = inputs[0]
+        return (*inputs, torch.empty(tokens, width, dtype=x.dtype, device=x.device))
 
     def run(*args: Any) -> tuple:
-        *norm_inputs, q, scale, y = args
-        launcher.launch(first, *norm_inputs, y, rows, grid=grid_a, block=block_a)
+        *first_inputs, q, scale, y = args
+        launcher.launch(first, *first_inputs, y, rows, grid=grid_a, block=block_a)
         launcher.launch(second, y, q, scale, grid=grid_b, block=block_b)
         return _picked_outputs(q, scale, mode)
     return Impl(prepare=prepare, run=run)
@@ -137,8 +139,8 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str)
             x, host(inputs[-3]), eps32, spec.dtype, mode, STATIC_SCALE)
         return (quotient,) if mode == "static" else (quotient, scales)
 
-    unfused = lambda: _unfused_norm(torch, plain, _quant_spec(hidden, mode),  # noqa: E731
-                                    tokens, fused, mode)
+    unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode),  # noqa: E731
+                               tokens, hidden, mode)
     return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens, series=f"hidden={hidden} {mode}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
@@ -147,25 +149,6 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str)
                      peers={"unfused": unfused},
                      tolerance=rmsnorm_quant_module.example(spec, np.random.default_rng(0),
                                                             rows=2).tolerance)
-
-
-def _unfused_silu(torch: Any, first: SiluMul, second: Fp8Quant, tokens: int, d: int,
-                  mode: str) -> Impl:
-    """SiluMul then Fp8Quant, through a ``y`` allocated outside the timed call."""
-    launcher = Launcher(torch)
-    grid_a, block_a = first.launch_dims(tokens)
-    grid_b, block_b = second.launch_dims(tokens)
-    count = np.uint32(tokens)
-
-    def prepare(inputs: tuple) -> tuple:
-        x = inputs[0]
-        return (*inputs, torch.empty(x.shape[0], d, dtype=x.dtype, device=x.device))
-
-    def run(x: Any, q: Any, scale: Any, y: Any) -> tuple:
-        launcher.launch(first, x, y, count, grid=grid_a, block=block_a)
-        launcher.launch(second, y, q, scale, grid=grid_b, block=block_b)
-        return _picked_outputs(q, scale, mode)
-    return Impl(prepare=prepare, run=run)
 
 
 def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
@@ -190,8 +173,8 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
             host(inputs[0], picks), d, spec.dtype, mode, STATIC_SCALE)
         return (quotient,) if mode == "static" else (quotient, scales)
 
-    unfused = lambda: _unfused_silu(torch, SiluMul(d=d, dtype="bf16"),  # noqa: E731
-                                    _quant_spec(d, mode), tokens, d, mode)
+    unfused = lambda: _unfused(torch, SiluMul(d=d, dtype="bf16"),  # noqa: E731
+                               _quant_spec(d, mode), tokens, d, mode)
     return BenchCase(kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,

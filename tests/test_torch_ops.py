@@ -394,9 +394,9 @@ def test_make_fx_traces_every_op():
                      "specdsl.softmax.default"]
 
 
-def test_compile_fullgraph_traces_without_breaks():
-    """torch.compile(fullgraph=True) captures one graph holding every op; the in-place ops
-    are functionalized; running it reaches the real implementation (which refuses CPU)."""
+def _compiled_graphs(function, inputs) -> list:
+    """The graphs torch.compile(fullgraph=True) hands its backend for ``function``, run on
+    CPU ``inputs`` (which reach the real implementation, which refuses CPU)."""
     from torch._dynamo.backends.common import aot_autograd
 
     torch._dynamo.reset()
@@ -406,9 +406,16 @@ def test_compile_fullgraph_traces_without_breaks():
         graphs.append(gm)
         return gm
 
-    compiled = torch.compile(_block, fullgraph=True, backend=aot_autograd(fw_compiler=record))
+    compiled = torch.compile(function, fullgraph=True, backend=aot_autograd(fw_compiler=record))
     with torch.no_grad(), pytest.raises(LaunchError, match="is on cpu"):
-        compiled(*_inputs())
+        compiled(*inputs)
+    return graphs
+
+
+def test_compile_fullgraph_traces_without_breaks():
+    """torch.compile(fullgraph=True) captures one graph holding every op; the in-place ops
+    are functionalized; running it reaches the real implementation (which refuses CPU)."""
+    graphs = _compiled_graphs(_block, _inputs())
     assert len(graphs) == 1
     targets = _targets(graphs[0].graph)
     assert {"specdsl.rotary_embedding.default", "specdsl.fused_add_rms_norm.default"} <= set(
@@ -455,17 +462,6 @@ def test_make_fx_traces_the_fp8_ops():
 def test_compile_fullgraph_traces_the_fp8_ops():
     """torch.compile(fullgraph=True) captures the FP8 ops in one graph, the in-place one
     functionalized; running it reaches the real implementation (which refuses CPU)."""
-    from torch._dynamo.backends.common import aot_autograd
-
-    torch._dynamo.reset()
-    graphs = []
-
-    def record(gm, example_inputs):
-        graphs.append(gm)
-        return gm
-
-    compiled = torch.compile(_quant_block, fullgraph=True, backend=aot_autograd(fw_compiler=record))
-    with torch.no_grad(), pytest.raises(LaunchError, match="is on cpu"):
-        compiled(*_quant_inputs())
+    graphs = _compiled_graphs(_quant_block, _quant_inputs())
     assert len(graphs) == 1 and "auto_functionalized" in graphs[0].code
     assert "specdsl.fused_add_rms_norm_quant_static.default" in set(_targets(graphs[0].graph))
