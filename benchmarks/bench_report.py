@@ -24,10 +24,13 @@ from pathlib import Path
 
 #: Implementations in column order, with their labels.
 IMPLS = ("specdsl", "liger", "compile", "eager")
-LABELS = {"specdsl": "specdsl", "liger": "Liger", "compile": "torch.compile",
-          "eager": "torch eager", "copy": "copy, same bytes"}
-COLORS = {"specdsl": "tab:blue", "liger": "tab:orange", "compile": "tab:green",
-          "eager": "tab:red", "copy": "tab:gray"}
+#: Columns shown only in tables whose cases have them: the unfused specdsl pair a fused
+#: kernel replaces (``benchmarks/cases_fused.py``), right after specdsl.
+OPTIONAL_IMPLS = ("unfused",)
+LABELS = {"specdsl": "specdsl", "unfused": "specdsl unfused pair", "liger": "Liger",
+          "compile": "torch.compile", "eager": "torch eager", "copy": "copy, same bytes"}
+COLORS = {"specdsl": "tab:blue", "unfused": "tab:purple", "liger": "tab:orange",
+          "compile": "tab:green", "eager": "tab:red", "copy": "tab:gray"}
 #: Kernels in table order; each kernel's chart goes to the PNG of its docs page.
 KERNEL_ORDER = ("RMSNorm", "RMSNorm+residual", "Softmax", "RoPE", "SiluMul", "Fp8Quant")
 PAGES = {"RMSNorm": "rmsnorm", "RMSNorm+residual": "rmsnorm", "Softmax": "softmax",
@@ -55,6 +58,14 @@ def case_order(case: dict) -> tuple:
     rank = KERNEL_ORDER.index(kernel) if kernel in KERNEL_ORDER else len(KERNEL_ORDER)
     numbers = tuple(int(n) for n in re.findall(r"\d+", case["series"]))
     return rank, kernel, numbers, case["series"], case["tokens"]
+
+
+def columns(cases: Iterable[dict]) -> tuple[str, ...]:
+    """The implementations a table of ``cases`` shows: :data:`IMPLS`, with each of
+    :data:`OPTIONAL_IMPLS` that some case has after specdsl."""
+    cases = list(cases)
+    extra = tuple(i for i in OPTIONAL_IMPLS if any(i in c["impls"] for c in cases))
+    return IMPLS[:1] + extra + IMPLS[1:]
 
 
 def _us(value: float) -> str:
@@ -89,16 +100,17 @@ def _cell_error(entry: dict | None, notes: Footnotes) -> str | None:
 def bandwidth_table(cases: list[dict], copy_rate: float, notes: Footnotes) -> list[str]:
     """Markdown lines: per shape, each implementation's event time, TB/s and % of the
     copy rate, and specdsl's speed-up over each peer (peer time / specdsl time)."""
+    shown = columns(cases)
     header = ["shape", "MB moved"]
-    for impl in IMPLS:
+    for impl in shown:
         header += [f"{LABELS[impl]} us", "TB/s (% copy)"]
-    header += [f"vs {LABELS[impl]}" for impl in IMPLS[1:]]
+    header += [f"vs {LABELS[impl]}" for impl in shown[1:]]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for case in cases:
         impls = case["impls"]
         row = [f"tokens={case['tokens']} {case['series']}{case.get('detail', '')}",
                f"{case['bytes_moved'] / 1e6:.2f}"]
-        for impl in IMPLS:
+        for impl in shown:
             entry = impls.get(impl)
             failed = _cell_error(entry, notes)
             if failed:
@@ -108,7 +120,7 @@ def bandwidth_table(cases: list[dict], copy_rate: float, notes: Footnotes) -> li
             rate = case["bytes_moved"] / (us * 1e-6) / 1e12
             row += [_us(us), f"{rate:.2f} ({percent_of_copy(case['bytes_moved'], us, copy_rate):.1f}%)"]
         ours = impls.get("specdsl", {}).get("event_us")
-        for impl in IMPLS[1:]:
+        for impl in shown[1:]:
             theirs = impls.get(impl, {}).get("event_us")
             row.append(f"{theirs / ours:.2f}x" if ours and theirs else "-")
         lines.append("| " + " | ".join(row) + " |")
@@ -118,13 +130,14 @@ def bandwidth_table(cases: list[dict], copy_rate: float, notes: Footnotes) -> li
 def small_table(cases: list[dict], notes: Footnotes) -> list[str]:
     """Markdown lines for the shapes of at most :data:`SMALL_TOKENS` tokens: event time /
     graph-replay time of the same-size copy and of each implementation, in us."""
-    header = ["kernel", "shape", "copy, same bytes"] + [LABELS[impl] for impl in IMPLS]
+    shown = columns(c for c in cases if c["tokens"] <= SMALL_TOKENS)
+    header = ["kernel", "shape", "copy, same bytes"] + [LABELS[impl] for impl in shown]
     lines = ["| " + " | ".join(header) + " |", "|---|---|" + "---:|" * (len(header) - 2)]
     for case in cases:
         if case["tokens"] > SMALL_TOKENS:
             continue
         row = [case["kernel"], f"tokens={case['tokens']} {case['series']}{case.get('detail', '')}"]
-        for entry in [case.get("copy")] + [case["impls"].get(impl) for impl in IMPLS]:
+        for entry in [case.get("copy")] + [case["impls"].get(impl) for impl in shown]:
             failed = _cell_error(entry, notes)
             if failed:
                 row.append(failed)
@@ -242,7 +255,7 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
         kernels = {kernel for kernel, _ in panels}
         top = 110.0
         for ax, ((kernel, series), cases) in zip(axes.flat, panels.items(), strict=False):  # spare cells
-            for impl in IMPLS + ("copy",):
+            for impl in columns(cases) + ("copy",):
                 points = [(c["tokens"], percent_of_copy(c["bytes_moved"], entry["event_us"],
                                                          copy_rate))
                           for c in cases

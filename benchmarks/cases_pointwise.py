@@ -110,10 +110,10 @@ def _cos_sin_table(torch: Any) -> Any:
     return torch.cat([angles.cos(), angles.sin()], dim=-1).to(torch.bfloat16)
 
 
-def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
+def _rope(torch: Any, tokens: int, width: int, **fields: Any) -> BenchCase:
     q_heads = width // HEAD_DIM
     spec = RoPE(q_heads=q_heads, kv_heads=KV_HEADS, head_dim=HEAD_DIM, theta=THETA,
-                style="neox", dtype="bf16")
+                style="neox", dtype="bf16", **fields)
     grid, block = spec.launch_dims(tokens)
     count = np.uint32(tokens)
     half = HEAD_DIM // 2
@@ -146,8 +146,9 @@ def _rope(torch: Any, tokens: int, width: int) -> BenchCase:
         return tuple(rope_module.reference(host(t, picks), positions, **fields)
                      for t in inputs[:2])
 
+    label = "".join(f" {k}={v}" for k, v in fields.items())
     return BenchCase(kernel="RoPE", tokens=tokens,
-                     series=f"heads={q_heads}+{KV_HEADS}x{HEAD_DIM}",
+                     series=f"heads={q_heads}+{KV_HEADS}x{HEAD_DIM}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      # the table is an argument, built outside what torch.compile traces

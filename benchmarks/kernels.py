@@ -20,7 +20,14 @@ PNG per kernel page (``rmsnorm.png``, ``softmax.png``, ``rope.png``, ``silu_mul.
 ``fp8_quant.png``; matplotlib from the ``bench`` extra). ``--from-json kernels.json``
 writes the tables and charts again from a results file, without a GPU.
 
-Time: a full run is meant to fit in about 4 minutes on an H200. torch.compile
+Opt-in groups run only where ``--kernels`` names them (their modules set ``OPT_IN``): the
+fused FP8 epilogues against the unfused specdsl pair and torch.compile of the same math
+(``RMSNormQuant``, ``RMSNormQuant+residual``, ``SiluMulQuant``, ``Fp8Quant-group``:
+``cases_fused.py``), and row lengths that are not a multiple of 8 beside the nearest one,
+and rows longer than the registers (``RMSNorm-odd``, ``Softmax-odd``, ``Fp8Quant-odd``,
+``RMSNorm-long``: ``cases_lengths.py``).
+
+Time: a full run (without the opt-in groups) is meant to fit in about 4 minutes on an H200. torch.compile
 (``dynamic=False``, one compile per shape) should be most of it; it is left out for shapes
 reached after ``--compile-budget-s`` seconds (the cell says so), and the shapes run largest
 first, so the budget spends itself on the shapes the bandwidth goals are about.
@@ -64,6 +71,12 @@ def kernel_names() -> tuple[str, ...]:
     return tuple(name for module in case_modules() for name in module.KERNELS)
 
 
+def opt_in_kernels() -> tuple[str, ...]:
+    """The kernels that run only where ``--kernels`` names them (modules with ``OPT_IN``)."""
+    return tuple(name for module in case_modules() if getattr(module, "OPT_IN", False)
+                 for name in module.KERNELS)
+
+
 def parse_kernels(text: str | None, known: tuple[str, ...]) -> tuple[str, ...] | None:
     """The kernels named in ``text`` (comma-separated, any case; ``None``: all).
 
@@ -87,7 +100,8 @@ def parse_args(argv: list[str] | None = None, known: tuple[str, ...] | None = No
     """The command line (see ``--help``); ``known``: the kernel names ``--kernels`` accepts."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", "--only", dest="kernels",
-                        help="comma-separated kernels (default: all): "
+                        help="comma-separated kernels (default: all but the opt-in groups "
+                             + ", ".join(opt_in_kernels()) + "): "
                              + ", ".join(known or kernel_names()))
     parser.add_argument("--quick", action="store_true",
                         help=f"tokens {', '.join(map(str, QUICK_TOKENS))} at the first hidden "
@@ -125,10 +139,11 @@ def parse_args(argv: list[str] | None = None, known: tuple[str, ...] | None = No
 
 
 def select(cases: list[BenchCase], kernels: tuple[str, ...] | None,
-           quick: bool) -> list[BenchCase]:
-    """The cases of ``kernels`` (all if ``None``); with ``quick``, only
-    :data:`QUICK_TOKENS` at the first series of each kernel."""
-    chosen = [c for c in cases if kernels is None or c.kernel in kernels]
+           quick: bool, opt_in: tuple[str, ...] = ()) -> list[BenchCase]:
+    """The cases of ``kernels`` (if ``None``: all but those of ``opt_in``); with ``quick``,
+    only :data:`QUICK_TOKENS` at the first series of each kernel."""
+    chosen = [c for c in cases if c.kernel in kernels] if kernels is not None else [
+        c for c in cases if c.kernel not in opt_in]
     if quick:
         first = {}
         for case in chosen:
@@ -213,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         "copy_bytes_per_s": copy_bandwidth(torch), "cases": []}
     print(bench_report.header_lines(results)[1], flush=True)
     cases = [case for module in case_modules() for case in module.cases(torch)]
-    for case in sorted(select(cases, args.kernels, args.quick), key=measure_order):
+    for case in sorted(select(cases, args.kernels, args.quick, opt_in_kernels()),
+                       key=measure_order):
         case_started = time.perf_counter()
         impls = implementations(torch, case, launcher,
                                 compile_skip=compile_skip(args, case, case_started - started),

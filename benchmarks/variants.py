@@ -3,6 +3,7 @@
 Run on the GPU machine from the repository root::
 
     python3 benchmarks/variants.py softmax-block rmsnorm-block silu-small [--compile silu-small] [--out DIR]
+    python3 benchmarks/variants.py copy-rate --rounds 2 --peers --out $OUT   # issue 15's candidates
 
 Each experiment is a list of :class:`harness.BenchCase` built with non-default fields
 (``block``, ``unroll``); they are checked and timed exactly as ``benchmarks/kernels.py``
@@ -10,6 +11,21 @@ checks and times its cases (``harness.measure_case``: the float64 reference firs
 device events, median, rotated inputs larger than L2, a same-size copy beside each). ``--compile`` adds torch.compile to the named experiments. The notes in
 ``docs/kernels/*.md`` cite the experiments by name. ``floor`` times a launch that does
 almost nothing (VectorAdd of 32 f32): the fixed cost every row above includes.
+
+Shapes of 256 tokens or fewer are also timed by CUDA-graph replay (the "graph us" column:
+the kernel without the launch's fixed cost). ``--peers`` adds Liger-Kernel's time to the
+rows of the default request (no candidate fields in the shape label). ``--rounds N`` runs
+the experiments' cases N times, every other round in reverse order, so that a drift of the
+machine over the run shows as a difference between rounds rather than between candidates.
+``variants.md`` is written again after every row, so a run cut short keeps what it measured.
+
+``copy-rate`` (issue 15, section 2): each candidate of RMSNorm, RMSNorm+residual, Softmax and
+RoPE against the default request (the first row of each shape), bf16, at 16384 tokens x 4096
+and 8192 and at 16 tokens: the tuning fields ``rows_per_cta``, ``min_ctas_per_sm`` and
+``streaming_stores`` (RMSNorm), ``rows_per_cta``, ``min_ctas_per_sm`` and ``block`` (Softmax),
+``block`` and ``pair_heads`` (RoPE). Switching a default to the winner is one line: the
+``ROWS_PER_CTA`` constants of ``specdsl/kernels/rmsnorm.py`` and ``softmax.py``, a field's
+``baked(...)`` default, or RoPE's ``block`` launch default.
 """
 
 from __future__ import annotations
@@ -53,7 +69,55 @@ def _floor(torch: Any) -> list[BenchCase]:
                       expected=expected, tolerance=1e-6)]
 
 
+#: issue 15's candidates: the fields each (kernel, width) tries besides its default ({}).
+#: min_ctas_per_sm is absolute: 6 CTAs of 256 threads (hidden 4096) caps ptxas at 40
+#: registers, 8 at 32; 3 of 512 (hidden 8192) at 40.
+COPY_RATE_CANDIDATES: dict[tuple[str, int], list[dict]] = {
+    ("RMSNorm", 4096): [{}, {"rows_per_cta": 2}, {"streaming_stores": True},
+                        {"rows_per_cta": 2, "streaming_stores": True}],
+    ("RMSNorm", 8192): [{}, {"rows_per_cta": 2}, {"streaming_stores": True}],
+    ("RMSNorm+residual", 4096): [{}, {"min_ctas_per_sm": 6}, {"min_ctas_per_sm": 8},
+                                 {"rows_per_cta": 2}, {"rows_per_cta": 2, "min_ctas_per_sm": 5},
+                                 {"streaming_stores": True}],
+    ("RMSNorm+residual", 8192): [{}, {"min_ctas_per_sm": 3}, {"rows_per_cta": 2},
+                                 {"streaming_stores": True}],
+    ("Softmax", 4096): [{}, {"rows_per_cta": 2}, {"rows_per_cta": 4}, {"min_ctas_per_sm": 8}],
+    ("Softmax", 8192): [{}, {"rows_per_cta": 2}, {"min_ctas_per_sm": 6}],
+    ("RoPE", 4096): [{}, {"block": 128}, {"block": 64}, {"pair_heads": False},
+                     {"pair_heads": False, "block": 128}],
+    ("RoPE", 8192): [{}, {"block": 128}, {"pair_heads": False}],
+}
+#: At 16 tokens (CUDA-graph replay), width 4096: the latency-bound candidates.
+COPY_RATE_SMALL: dict[str, list[dict]] = {
+    "RMSNorm": [{}, {"rows_per_cta": 2}],
+    "RMSNorm+residual": [{}, {"rows_per_cta": 2}, {"min_ctas_per_sm": 8}],
+    "Softmax": [{}, {"rows_per_cta": 2}, {"block": 128}, {"block": 512}],
+    "RoPE": [{}, {"block": 128}, {"block": 64}, {"pair_heads": False},
+             {"pair_heads": False, "block": 64}],
+}
+
+
+def _candidate(torch: Any, kernel: str, tokens: int, width: int, fields: dict) -> BenchCase:
+    """The benchmark case of ``kernel`` at ``tokens`` x ``width`` with candidate ``fields``."""
+    if kernel == "Softmax":
+        return cases_norm._softmax(torch, tokens, width, **fields)
+    if kernel == "RoPE":
+        return cases_pointwise._rope(torch, tokens, width, **fields)
+    return cases_norm._rmsnorm(torch, tokens, width, kernel == "RMSNorm+residual", **fields)
+
+
+def copy_rate(torch: Any) -> list[BenchCase]:
+    """issue 15's sweep: per kernel and shape, the default request first, then each candidate."""
+    found = [_candidate(torch, kernel, 16384, width, fields)
+             for (kernel, width), candidates in COPY_RATE_CANDIDATES.items()
+             for fields in candidates]
+    found += [_candidate(torch, kernel, 16, 4096, fields)
+              for kernel, candidates in COPY_RATE_SMALL.items() for fields in candidates]
+    return found
+
+
 EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
+    "copy-rate": copy_rate,
     "floor": _floor,
     # threads per CTA (and so vectors per thread) of the register-resident Softmax rows
     "softmax-block": lambda torch: [
@@ -81,8 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", default="",
                         help="comma-separated experiments to also time under torch.compile")
     parser.add_argument("--launches", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the cases this many times, every other round reversed")
+    parser.add_argument("--peers", action="store_true",
+                        help="also time Liger-Kernel on the default request's rows")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: expected at least 1")
 
     import torch
 
@@ -94,29 +164,52 @@ def main(argv: list[str] | None = None) -> int:
     launcher = Launcher(torch)
     copy = copy_bandwidth(torch)
     lines = [f"Device: {torch.cuda.get_device_name()}; 1 GiB copy {copy / 1e12:.2f} TB/s", "",
-             "| experiment | kernel | shape | specdsl us | % copy | same-size copy us | "
-             "compile us |", "|---|---|---|---|---|---|---|"]
+             "| round | experiment | kernel | shape | specdsl us | graph us | % copy | "
+             "% same-size copy | same-size copy us (graph) | liger us | compile us |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     print(lines[0], flush=True)
-    for name in args.experiments:
-        for case in EXPERIMENTS[name](torch):
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    chosen = [(name, case) for name in args.experiments for case in EXPERIMENTS[name](torch)]
+    for number in range(1, args.rounds + 1):
+        for name, case in chosen if number % 2 else reversed(chosen):
             skip = None if name in compiled_experiments else "not asked: --compile"
-            impls = implementations(torch, case, launcher, compile_skip=skip, peers=False)
-            impls = {k: v for k, v in impls.items() if k in ("specdsl", "compile")}
-            record = measure_case(torch, case, impls, args.launches, graph=False)
-            t = {k: v.get("event_us") for k, v in record["impls"].items()}
-            if t["specdsl"] is None:
-                row = (f"| {name} | {case.kernel} | {case.shape} | n/a: "
-                       f"{record['impls']['specdsl']['error']} | - | - | - |")
-            else:
-                compiled = f"{t['compile']:.2f}" if t.get("compile") else "-"
-                row = (f"| {name} | {case.kernel} | {case.shape} | {t['specdsl']:.2f} | "
-                       f"{case.bytes_moved / (t['specdsl'] * 1e-6) / copy * 100:.1f} | "
-                       f"{record['copy']['event_us']:.2f} | {compiled} |")
+            peers = args.peers and is_default(case)
+            impls = implementations(torch, case, launcher, compile_skip=skip, peers=peers)
+            impls = {k: v for k, v in impls.items() if k in ("specdsl", "compile", "liger")}
+            record = measure_case(torch, case, impls, args.launches, graph=case.tokens <= 256)
+            row = f"| {number} | {name} | {row_cells(record, copy)}"
             lines.append(row)
             print(row, flush=True)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "variants.md").write_text("\n".join(lines) + "\n")
+            (Path(args.out) / "variants.md").write_text("\n".join(lines) + "\n")
     return 0
+
+
+def is_default(case: BenchCase) -> bool:
+    """True for a case of a kernel's default request (no fields named in its series)."""
+    return "=" not in case.series.split(" ", 1)[1] if " " in case.series else True
+
+
+def row_cells(record: dict, copy: float) -> str:
+    """The table cells after the round and experiment: kernel, shape, the times (event and
+    graph), % of the 1 GiB copy's rate and of a same-size copy, Liger's and compile's times."""
+    impls, same = record["impls"], record["copy"]
+
+    def us(name: str, key: str = "event_us") -> str:
+        entry = impls.get(name, {})
+        return f"{entry[key]:.2f}" if key in entry else "-"
+
+    shape = f"tokens={record['tokens']} {record['series']}{record['detail']}"
+    mine = impls["specdsl"]
+    if "event_us" not in mine:
+        return (f"{record['kernel']} | {shape} | n/a: {mine.get('error')} | - | - | - | - | - "
+                f"| - |")
+    seconds = mine["event_us"] * 1e-6
+    same_size = f"{same['event_us']:.2f}" + (f" ({same['graph_us']:.2f})" if "graph_us" in same
+                                             else "")
+    return (f"{record['kernel']} | {shape} | {mine['event_us']:.2f} | {us('specdsl', 'graph_us')} "
+            f"| {record['bytes_moved'] / seconds / copy * 100:.1f} | "
+            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {same_size} | {us('liger')} | "
+            f"{us('compile')} |")
 
 
 if __name__ == "__main__":

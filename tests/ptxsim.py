@@ -1,4 +1,6 @@
-"""Test helper: run a straight-line stretch of rendered PTX in a model of one cluster of CTAs.
+"""Test helper: run a straight-line stretch of rendered PTX in a model of one cluster of CTAs,
+follow which vectors of a row each pass touches, and check what each chunk loop carries
+from one trip to the next.
 
 Enough of PTX for the reductions of ``templates/reduce.ptx.j2`` and ``softmax.ptx.j2``:
 warp shuffles, f32 add/max/min, u32 compare and address arithmetic, ``.shared`` and
@@ -18,7 +20,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["SimError", "shared_arrays", "segments", "run"]
+__all__ = ["SimError", "shared_arrays", "segments", "run", "row_coverage", "registers",
+           "accesses", "loops", "check_loops"]
 
 _SHARED = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?\.b32\s+(\w+)(?:\[(\d+)\])?\s*;")
 _GUARD = re.compile(r"@(!?)(%\w+)\s+")
@@ -36,10 +39,11 @@ def shared_arrays(ptx: str) -> dict[str, int]:
 
 def segments(ptx: str, kind: str = "CTA") -> list[tuple[dict[str, str], list[str]]]:
     """The stretches of ``ptx`` between ``// {kind} <op>-reduce of ...`` and
-    ``// end of {kind} <op>-reduce``, with the facts the opening comment names."""
+    ``// end of {kind} <op>-reduce``, with the facts the opening comment names (``acc``:
+    one register, or several reduced side by side, comma-separated)."""
     found, lines = [], ptx.splitlines()
-    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+) over (\d+) (?:warp|CTA)\(s\) "
-                         rf"in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
+    opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+(?:,%\w+)*) over (\d+) "
+                         rf"(?:warp|CTA)\(s\) in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
     for i, line in enumerate(lines):
         match = opening.fullmatch(line)
         if match:
@@ -171,7 +175,8 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
         write(args[0], (value(args[2]) + 1) * _WINDOW + value(args[1]))
     elif op in ("st.shared.b32", "ld.shared.b32", "ld.shared::cluster.b32"):
         is_store = op.startswith("st")
-        address = value((args[0] if is_store else args[1]).strip("[]"))
+        base, _, offset = (args[0] if is_store else args[1]).strip("[]").partition("+")
+        address = value(base) + int(offset or "0")
         data = value(args[1]) if is_store else None
         if np.any(active != active[0]) or np.any(address != address[0]):
             raise SimError(f"{code}: guards or addresses differ between cases (the model "
@@ -199,7 +204,10 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
 
 # --- which vectors of a row each pass touches ---------------------------------------------
 
-_SETP = re.compile(r"setp\.lt\.u32\s+(%\w+),\s*%r\d+,\s*(\d+);")
+_SETP = re.compile(r"setp\.lt\.u32\s+(%\w+),\s*%\w+,\s*(\d+);")
+#: a row guard of a CTA that takes several rows (``setp.lt.u32 %prow1, %r9, %r2``: row < rows)
+_ROW_SETP = re.compile(r"setp\.lt\.u32\s+(%\w+),\s*%\w+,\s*%\w+;")
+_AND_PRED = re.compile(r"and\.pred\s+(%\w+),\s*(%\w+),\s*(%\w+);")
 _LOOP_END = re.compile(r"@(%\w+) bra\s+(\w+);")
 
 
@@ -210,14 +218,22 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
 
     Follows what the row templates (rmsnorm, softmax, fp8_quant) do: every thread ``t`` of
     the CTA accesses ``[cursor+offset]`` at vector ``(base + offset) / vector_bytes + t``
-    unless its guard ``@%p`` was set by ``setp.lt.u32 %p, %tid, N`` with ``t >= N``; a
+    unless its guard ``@%p`` was set by ``setp.lt.u32 %p, %tid, N`` with ``t >= N`` (a row
+    guard of a CTA that takes several rows, ``setp.lt.u32 %prow, %row, %rows``, lets every
+    thread through: the model's launch holds every row; ``and.pred`` takes the stricter
+    of two guards, so a CTA's rows ``i`` show as vectors ``i * row vectors + v``); a
     cursor moves by ``add.u64 c, c, step`` and is reset to the row's start by ``mov.u64
     c, %rd..`` (which begins a new pass); a loop ``LABEL: ... @%p3 bra LABEL`` runs
-    ``N`` times, ``N`` from its ``setp.lt.u32 %p3, %r7, N``.
+    ``N`` times, ``N`` from its ``setp.lt.u32 %p3, %chunk, N``.
+
+    The trip count is trusted only once :func:`check_loops` has shown that each loop
+    carries its counter and cursors (and every other value) from trip to trip.
 
     Raises:
-        SimError: a guard predicate set by no ``setp.lt.u32`` before its use.
+        SimError: a guard predicate set by no ``setp.lt.u32`` before its use, or a loop
+            that :func:`check_loops` refuses.
     """
+    check_loops(ptx)
     lines = [line.split("//")[0].strip() for line in ptx.splitlines()]
     names = "|".join(map(re.escape, cursors))
     access = re.compile(rf"^(?:@(%\w+) )?{op}\.global[.\w:]*\s+.*\[({names})\+(\d+)\]")
@@ -238,6 +254,12 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
                 continue
             if m := _SETP.match(line):
                 state["guards"][m.group(1)] = int(m.group(2))
+            elif m := _ROW_SETP.match(line):
+                state["guards"][m.group(1)] = threads
+            elif m := _AND_PRED.match(line):
+                # a predicate no setp.lt.u32 set (Fp8Quant's group-leader %p1) does not limit
+                state["guards"][m.group(1)] = min(state["guards"].get(m.group(2), threads),
+                                                  state["guards"].get(m.group(3), threads))
             elif m := re.match(r"add\.u64\s+(%\w+),\s*\1,\s*(\d+);", line):
                 if m.group(1) in cursors:
                     state["base"][m.group(1)] += int(m.group(2))
@@ -260,3 +282,155 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
 
     run(0, len(lines))
     return passes
+
+
+# --- what a chunk loop carries from one trip to the next ----------------------------------
+
+_REG = re.compile(r"\.reg\s+\.\w+\s+(%\w+)(?:<(\d+)>)?\s*;")
+_NAME = re.compile(r"%\w+")
+#: opcodes (by prefix) that write no register: every operand is read
+_NO_DESTINATION = ("st.", "bra", "bar.", "barrier.", "ret", "red.", "prefetch", "fence.",
+                   "membar.", "trap", "exit")
+
+
+def registers(ptx: str) -> set[str]:
+    """Every register ``ptx`` declares (``.reg .b32 %r<12>;``: ``%r0`` to ``%r11``)."""
+    names: set[str] = set()
+    for name, count in _REG.findall(ptx):
+        names.update(f"{name}{i}" for i in range(int(count))) if count else names.add(name)
+    return names
+
+
+def _top_level(text: str) -> list[str]:
+    """The operands of ``text``: commas inside ``{ }`` and ``[ ]`` do not split."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += (char in "{[" and 1) or (-1 if char in "}]" else 0)
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return parts + [current.strip()] if current.strip() else parts
+
+
+def accesses(code: str, names: set[str]) -> tuple[list[str], list[str]]:
+    """``(registers written, registers read)`` by one instruction (its text without the
+    ``;``), among the declared ``names``. The first operand is the destination (a ``{ }``
+    vector, or ``%p|%q`` of setp), except for stores, branches, barriers and reductions,
+    which write no register. A guard is read. (The old value of a guarded destination
+    stays where the guard is off: :func:`check_loops` counts it as read in a loop body.)"""
+    guard = _GUARD.match(code)
+    operands = _top_level(code[guard.end() if guard else 0:].partition(" ")[2])
+    split = 0 if _opcode(code).startswith(_NO_DESTINATION) or not operands else 1
+    written = [n for n in _NAME.findall(" ".join(operands[:split])) if n in names]
+    read = [n for n in _NAME.findall(" ".join(operands[split:])) if n in names]
+    if guard:
+        read.append(guard[2])
+    return written, read
+
+
+def _opcode(code: str) -> str:
+    """The opcode of one instruction, after its guard."""
+    guard = _GUARD.match(code)
+    return code[guard.end() if guard else 0:].partition(" ")[0]
+
+
+def _instructions(lines: list[str]) -> list[str]:
+    """The instructions among ``lines`` (comments, directives, braces and labels left out)."""
+    return [c for c in lines if c and not c.startswith((".", "{", "}")) and not c.endswith(":")]
+
+
+def loops(ptx: str) -> list[tuple[str, list[str], list[str], list[str]]]:
+    """``(label, before, body, after)`` for each loop ``LABEL: ... @%p bra LABEL;``: the
+    instructions before the label, inside the body (its closing branch left out) and
+    after it.
+
+    Raises:
+        SimError: a body that is not straight-line (a label or another branch inside).
+    """
+    lines = [line.split("//")[0].strip() for line in ptx.splitlines()]
+    found = []
+    for i, line in enumerate(lines):
+        if not line.endswith(":") or " " in line:
+            continue
+        label = line[:-1]
+        end = next((j for j in range(i + 1, len(lines))
+                    if (m := _LOOP_END.match(lines[j])) and m.group(2) == label), None)
+        if end is None:
+            continue
+        body = _instructions([c.rstrip(";") for c in lines[i + 1:end]])
+        if any(c.endswith(":") for c in lines[i + 1:end]) or any("bra" in c.split()[:2]
+                                                               for c in body):
+            raise SimError(f"loop {label}: the model needs a straight-line body")
+        found.append((label, _instructions([c.rstrip(";") for c in lines[:i]]), body,
+                      _instructions([c.rstrip(";") for c in lines[end + 1:]])))
+    return found
+
+
+def check_loops(ptx: str) -> None:
+    """Check what every loop of ``ptx`` carries from one trip to the next.
+
+    * The closing branch must test a value carried from the trip before: its predicate
+      must derive from a register the body reads before writing it and updates from its
+      own value (the counter, ``add.u32 %chunk, %chunk, 1``). A counter that a scratch register
+      aliases is overwritten before it is read (``mov.b32 %r7, {%h2, %h3}``): the loop
+      then ends early, or never, with the data.
+    * Every other carried register (read before it is written: the cursors, a running max
+      or sum, a scale or a predicate set before the loop) must leave the body holding a
+      value derived from the one it found (``max.f32 %m1, %m1, %m0`` then ``mov.b32 %m0,
+      %m1``), or the next trip reads something else.
+    * A register set before the loop and read after it must not be overwritten by the body
+      (a guarded load after the loop reads nothing: the row templates guard a sweep's
+      stores as its loads, so an element a guard keeps is never stored).
+
+    Loaded values derive from memory, not from their address: a cursor's value never
+    reaches the branch through the data it loads.
+
+    Raises:
+        SimError: naming the loop, the register and the instruction that overwrote it.
+    """
+    names = registers(ptx)
+    problems = []
+    for label, before, body, after in loops(ptx):
+        depends: dict[str, frozenset[str]] = {}  # register -> the entry values it derives from
+        exposed: set[str] = set()
+        overwritten: dict[str, str] = {}  # register -> the instruction that lost its entry value
+        for code in body:
+            writes, reads = accesses(code, names)
+            reads += writes if _GUARD.match(code) else []  # the old value where the guard is off
+            exposed.update(r for r in reads if r not in depends)
+            if _opcode(code).startswith("ld."):  # the data, not the address: only a kept old value
+                reads = [r for r in reads if r in writes]
+            source = frozenset().union(*(depends.get(r, {r}) for r in reads))
+            for w in writes:
+                if w not in source and w not in overwritten:
+                    overwritten[w] = code
+                depends[w] = source
+        carried = {r for r in exposed if r in depends and r in depends[r]}
+        for r in sorted(exposed - carried):
+            if r in depends:
+                problems.append(f"loop {label}: {r} carries a value into the next trip, but "
+                                f"the body overwrites it ({overwritten[r]!r})")
+        branch = _LOOP_END.match(_closing(ptx, label))[1]
+        if not depends.get(branch, {branch}) & carried:
+            test = next(c for c in reversed(body) if branch in accesses(c, names)[0])
+            problems.append(f"loop {label}: its test ({test!r}) derives from no value carried "
+                            f"from the trip before: "
+                            + ", ".join(f"{r} is overwritten by {code!r}" for r, code in
+                                        overwritten.items() if r in accesses(test, names)[1]))
+        set_before = {w for code in before for w in accesses(code, names)[0]}
+        for r in sorted(set(overwritten) - exposed & set_before):
+            first = next((code for code in after
+                          if any(r in part for part in accesses(code, names))), None)
+            if first is not None and r in accesses(first, names)[1]:
+                problems.append(f"loop {label}: {r} is set before the loop and read after it "
+                                f"({first!r}), but the body overwrites it ({overwritten[r]!r})")
+    if problems:
+        raise SimError("; ".join(problems))
+
+
+def _closing(ptx: str, label: str) -> str:
+    """The branch that closes the loop ``label``."""
+    return next(line.split("//")[0].strip() for line in ptx.splitlines()
+                if (m := _LOOP_END.match(line.strip())) and m.group(2) == label)

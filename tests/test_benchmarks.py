@@ -24,6 +24,7 @@ import kernels  # noqa: E402
 import liger_peers  # noqa: E402
 import ncu_report  # noqa: E402
 import ncu_targets  # noqa: E402
+import variants  # noqa: E402
 
 COPY = 4.0e12  # bytes per second of the made-up runs
 
@@ -99,6 +100,52 @@ def test_softmax_split_is_a_detail_not_a_series():
     case = next(c for c in _built_cases() if c.kernel == "Softmax" and c.tokens == 1
                 and c.series == "cols=131072")
     assert case.shape == "tokens=1 cols=131072 split=8"
+
+
+def test_opt_in_groups_run_only_when_named():
+    """The fused-epilogue and row-length groups stay out of the default run (about 4
+    minutes) and run where --kernels names them; --quick keeps two token counts of theirs."""
+    cases = _built_cases()
+    opt_in = set(kernels.opt_in_kernels())
+    assert opt_in == {"RMSNormQuant", "RMSNormQuant+residual", "SiluMulQuant",
+                      "Fp8Quant-group", "RMSNorm-odd", "Softmax-odd", "Fp8Quant-odd",
+                      "RMSNorm-long"}
+    assert not {c.kernel for c in kernels.select(cases, None, quick=False, opt_in=tuple(opt_in))
+                } & opt_in
+    chosen = kernels.select(cases, ("SiluMulQuant",), quick=True, opt_in=tuple(opt_in))
+    assert [c.shape for c in chosen] == ["tokens=16 d=14336 dynamic",
+                                         "tokens=16384 d=14336 dynamic"]
+
+
+def test_fused_cases_name_their_unfused_pair():
+    """Each fused epilogue's case carries the unfused specdsl pair as a column, and its bytes
+    are the fused kernel's (x in, codes and scales out: y never reaches memory)."""
+    fused = [c for c in _built_cases() if c.kernel in ("RMSNormQuant", "RMSNormQuant+residual",
+                                                        "SiluMulQuant")]
+    assert len(fused) == 36 and all("unfused" in c.peers for c in fused)
+    case = next(c for c in fused if c.shape == "tokens=16384 hidden=4096 dynamic")
+    assert case.bytes_moved == (16384 + 1) * 4096 * 2 + 16384 * 4096 + 4 * 16384
+
+
+def test_odd_lengths_sit_beside_the_nearest_multiple_of_8():
+    """Each odd row length runs in the same table as the multiple of 8 nearest to it."""
+    series = {}
+    for case in _built_cases():
+        series.setdefault(case.kernel, set()).add(case.series)
+    assert series["RMSNorm-odd"] == {"hidden=4096", "hidden=4097", "hidden=4100", "hidden=4104"}
+    assert series["Softmax-odd"] == {"cols=4096", "cols=4097", "cols=50257", "cols=50264"}
+    assert series["Fp8Quant-odd"] == {"hidden=4096", "hidden=4097"}
+    assert series["RMSNorm-long"] == {"hidden=65544", "hidden=131072"}
+
+
+def test_unfused_column_only_where_cases_have_it():
+    """The tables show the unfused pair's column (and its speed-up) for fused kernels only."""
+    fused = _case("RMSNormQuant", specdsl={"event_us": 50.0}, unfused={"event_us": 80.0})
+    plain = _case("RMSNorm", specdsl={"event_us": 100.0})
+    text = bench_report.markdown(_results(fused, plain))
+    fused_table = text.split("### RMSNormQuant")[1]
+    assert "specdsl unfused pair us" in fused_table and "| 1.60x |" in fused_table
+    assert "unfused" not in text.split("### RMSNorm\n")[1].split("###")[0]
 
 
 def test_quick_keeps_two_token_counts_of_the_first_series():
@@ -388,10 +435,11 @@ def test_ncu_targets_refuse_unknown_groups(capsys):
 
 
 def test_ncu_large_group_covers_every_builtin_twice():
-    """The large group has each benchmarked kernel at 16384 x 4096 and 16384 x 8192."""
+    """The large group has each kernel of the default run at 16384 x 4096 and 16384 x 8192."""
     found = ncu_targets.GROUPS["large"](None)
+    default = [k for k in kernels.kernel_names() if k not in kernels.opt_in_kernels()]
     assert sorted((c.kernel, c.tokens) for c in found) == sorted(
-        (k, 16384) for k in kernels.kernel_names() for _ in range(2))
+        (k, 16384) for k in default for _ in range(2))
 
 
 # --- with torch installed: every case's torch version against the reference ---------------
@@ -406,7 +454,9 @@ def cpu_torch():
 
 
 @pytest.mark.parametrize("kernel", ["RMSNorm", "RMSNorm+residual", "Softmax", "RoPE",
-                                    "SiluMul", "Fp8Quant"])
+                                    "SiluMul", "Fp8Quant", "RMSNormQuant",
+                                    "RMSNormQuant+residual", "SiluMulQuant", "Fp8Quant-group",
+                                    "RMSNorm-odd", "Softmax-odd", "Fp8Quant-odd", "RMSNorm-long"])
 def test_torch_version_matches_the_reference(cpu_torch, kernel):
     """Each case's torch eager outputs, at 16 tokens, pass the check against the reference."""
     chosen = [c for m in kernels.case_modules() for c in m.cases(cpu_torch)
@@ -426,3 +476,35 @@ def test_liger_rope_adapter_matches_the_reference(cpu_torch, monkeypatch):
                 if c.kernel == "RoPE" and c.tokens == 16)
     passed, records = harness.check_all(cpu_torch, case, {"liger": case.peers["liger"]()})
     assert "liger" in passed, records
+
+
+# --- variants.py: issue 15's copy-rate sweep ----------------------------------------------
+
+def test_copy_rate_sweep_times_each_candidate_after_its_default():
+    """copy-rate builds (without a GPU) every candidate of RMSNorm, RMSNorm+residual, Softmax
+    and RoPE at 16384 tokens x 4096 and 8192 and at 16 tokens, the default request first."""
+    cases = variants.copy_rate(None)
+    shapes: dict = {}
+    for case in cases:
+        shapes.setdefault((case.kernel, case.tokens, case.series.split()[0]), []).append(case)
+    for kernel in ("RMSNorm", "RMSNorm+residual", "Softmax", "RoPE"):
+        for tokens, widths in ((16384, (4096, 8192)), (16, (4096,))):
+            for width in widths:
+                first = {"RoPE": f"heads={width // 128}+8x128", "Softmax": f"cols={width}"}.get(
+                    kernel, f"hidden={width}")
+                found = shapes[(kernel, tokens, first)]
+                assert variants.is_default(found[0]) and len(found) >= 2
+                assert not any(variants.is_default(c) for c in found[1:])
+    assert len(cases) <= 50  # about two minutes a round on an H200
+
+
+def test_copy_rate_row_reports_both_copy_percentages():
+    """A row gives the event and graph times, % of the 1 GiB copy's rate, % of a same-size
+    copy, and Liger's time where it ran."""
+    record = {"kernel": "RMSNorm", "tokens": 16, "series": "hidden=4096", "detail": "",
+              "bytes_moved": 400_000_000, "copy": {"event_us": 95.0, "graph_us": 90.0},
+              "impls": {"specdsl": {"event_us": 100.0, "graph_us": 92.0},
+                        "liger": {"event_us": 110.0}}}
+    assert variants.row_cells(record, 4.0e12) == (
+        "RMSNorm | tokens=16 hidden=4096 | 100.00 | 92.00 | 100.0 | 95.0 | 95.00 (90.00) | "
+        "110.00 | - |")

@@ -50,7 +50,7 @@ def test_list_spec_shows_every_field(capsys):
     """list SPEC gives each field's role, type, default (or that it is computed) and doc."""
     code, out, _ = run(capsys, "list", "rmsnorm")
     lines = out.splitlines()
-    assert code == 0 and lines[0] == "rmsnorm    rmsnorm.ptx.j2         entry rmsnorm"
+    assert code == 0 and lines[0] == "rmsnorm    rmsnorm_tuned.ptx.j2   entry rmsnorm"
     assert lines[1:] == [
         "    baked  hidden: int (required)  row length in elements",
         "    baked  eps: float = 1e-06  added to mean(x^2); > 0",
@@ -59,6 +59,11 @@ def test_list_spec_shows_every_field(capsys):
         "y = rmsnorm(residual)",
         "    baked  block: int = (computed from the other fields)  threads per CTA (one CTA "
         "per row)",
+        "    baked  rows_per_cta: int = (computed from the other fields)  rows a CTA "
+        "normalizes together (one barrier for all)",
+        "    baked  min_ctas_per_sm: int | None = None  CTAs an SM must hold (.minnctapersm); "
+        "None: 1024 / block",
+        "    baked  streaming_stores: bool = False  store y (and s) with st.global.cs",
     ]
 
 
@@ -70,7 +75,7 @@ def test_list_json_schema(capsys):
                                           "has_key_method", "fields"}
     assert (rmsnorm["spec"], rmsnorm["class"], rmsnorm["entry"]) == (
         "rmsnorm", "specdsl.kernels.rmsnorm.RMSNorm", "rmsnorm")
-    hidden, eps, dtype, _, block = rmsnorm["fields"]
+    hidden, eps, dtype, _, block = rmsnorm["fields"][:5]
     assert hidden == {"name": "hidden", "role": "baked", "type": "int", "default_kind":
                       "required", "default": None, "computed_from_fields": False,
                       "doc": "row length in elements"}
@@ -112,7 +117,8 @@ def test_key_explain_lists_the_inputs_that_hash_to_the_key(capsys):
     labels = [label for label, _ in inputs]
     assert labels == ["schema", "jinja2", "class", "entry", "template", "templates", "target",
                       "ptx_isa", "baked.hidden", "baked.eps", "baked.dtype",
-                      "baked.fused_residual", "baked.block"]
+                      "baked.fused_residual", "baked.block", "baked.rows_per_cta",
+                      "baked.min_ctas_per_sm", "baked.streaming_stores"]
     assert dict(inputs)["schema"] == KEY_SCHEMA and dict(inputs)["target"] == "sm_90a"
     assert dict(inputs)["baked.eps"] == "('float', '3eb0c6f7a0b5ed8d')"
     assert _reference_key(inputs, "rmsnorm") == key

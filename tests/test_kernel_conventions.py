@@ -59,3 +59,89 @@ def test_examples_use_the_tolerance_table(cls):
                   type(value).__name__ == "Output")
     assert case.tolerance >= TOLERANCE[output.dtype]
     assert case.tolerance == TOLERANCE[output.dtype] or cls.__name__ == "Softmax"
+
+
+def _lengths(longest: int) -> list[int]:
+    """Row lengths that reach every block and chunk rule: 1 to 2048 each, then a stride
+    of 61 (odd, so every vector width comes up), and each power of two from 4096, with its
+    neighbours, up to ``longest``."""
+    powers = {p + d for e in range(12, 21) for p in (2**e,) for d in (-8, -1, 0, 1, 8)}
+    return sorted(n for n in set(range(1, 2049)) | set(range(2049, longest + 1, 61)) | powers
+                  if n <= longest)
+
+
+#: Each row kernel's length field, its longest accepted length and the other choices a
+#: request may name besides ``block``.
+ROW_KERNELS = {
+    "RMSNorm": ("hidden", 2**20, [{"fused_residual": f} for f in (False, True)]),
+    "Softmax": ("cols", 262144, [{"split": s} for s in range(1, 9)]),
+    "Fp8Quant": ("hidden", 2**20, [{"scale_mode": m} for m in ("dynamic", "static_param",
+                                                               "group")]),
+    "RMSNormQuant": ("hidden", 65536, [{"scale_mode": m, "fused_residual": f}
+                                       for m in ("dynamic", "group") for f in (False, True)]),
+    "SiluMulQuant": ("d", 65536, [{"scale_mode": m} for m in ("dynamic", "group")]),
+}
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+def test_defaults_fit_every_accepted_request(name, dtype):
+    """A request that names only the shape and other fields (split, scale mode, residual)
+    is never refused for its default block: any refusal names a field the request chose."""
+    import specdsl.kernels as kernels
+    from specdsl import SpecError
+
+    cls = getattr(kernels, name)
+    field, longest, choices = ROW_KERNELS[name]
+    refused_blocks = []
+    for length in _lengths(longest):
+        for choice in choices:
+            try:
+                cls(**{field: length, "dtype": dtype, **choice})
+            except SpecError as error:
+                if f"{name}.block" in str(error):
+                    refused_blocks.append((length, choice, str(error)))
+    assert not refused_blocks, refused_blocks[:3]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+def test_suggested_split_is_always_accepted(dtype):
+    """Softmax's suggested_split never suggests a split (or a default block) the spec
+    refuses, for any row length and row count."""
+    from specdsl.kernels import Softmax
+    from specdsl.kernels.softmax import MAX_COLS, suggested_split
+
+    for cols in _lengths(MAX_COLS):
+        for rows in (1, 2, 16, 17, 33, 66, 132, 133, 4096):
+            split = suggested_split(cols, dtype, rows)
+            spec = Softmax(cols=cols, dtype=dtype, split=split)
+            assert spec.chunks == 1 or split == 1
+
+
+@pytest.mark.parametrize("name", ["RMSNorm", "Softmax"])
+@pytest.mark.parametrize("rows", [2, 4])
+def test_a_rows_per_cta_default_is_never_refused(name, rows, monkeypatch):
+    """With ROWS_PER_CTA switched to 2 or 4 (the one-line change a benchmark may call for),
+    the rows_per_cta default still fits every length: fewer rows where the registers cannot
+    hold that many, 1 for chunked or split rows."""
+    import importlib
+
+    import specdsl.kernels as kernels
+    from specdsl import SpecError
+
+    module = importlib.import_module(f"specdsl.kernels.{name.lower()}")
+    monkeypatch.setattr(module, "ROWS_PER_CTA", rows)
+    cls = getattr(kernels, name)
+    field, longest, choices = ROW_KERNELS[name]
+    chosen = set()
+    for length in _lengths(longest)[::5]:
+        for dtype in ("bf16", "f32"):
+            for choice in choices:
+                try:
+                    spec = cls(**{field: length, "dtype": dtype, **choice})
+                except SpecError as error:
+                    assert f"{name}.rows_per_cta" not in str(error) and \
+                        f"{name}.block" not in str(error), str(error)
+                    continue
+                chosen.add(spec.rows_per_cta)
+    assert rows in chosen and 1 in chosen

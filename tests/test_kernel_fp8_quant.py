@@ -271,15 +271,19 @@ def test_any_length_assembles_without_spills(dtype, hidden, mode):
 
 
 @pytest.mark.parametrize("hidden,dtype,block", [
-    (h, d, b) for h in (1, 7, 4097, 4098, 4100, 5120, 18432, 50257, 131073, 65544)
+    (h, d, b) for h in (1, 7, 4097, 4098, 4100, 5120, 18432, 50257, 131073, 65544, 131072)
     for d in ("bf16", "f32") for b in (None, 96, 1024)])
-@pytest.mark.parametrize("mode", ["dynamic", "static_param"])
+@pytest.mark.parametrize("mode", ["dynamic", "static_param", "static_baked", "group"])
 def test_every_vector_touched_once_a_pass(hidden, dtype, block, mode):
-    """In a model of the CTA (ptxsim.row_coverage), each pass loads every vector of x
-    once (a chunked dynamic row: two passes) and every vector of codes is stored once."""
+    """In a model of the CTA (ptxsim.row_coverage, which first checks that each chunk loop
+    carries its counter and cursors), each pass loads every vector of x once (a chunked
+    dynamic row: two passes) and every vector of codes is stored once, in every mode."""
     from ptxsim import row_coverage
 
+    if mode == "group" and hidden % 128:
+        pytest.skip("group scales need whole groups of 128")
     spec = Fp8Quant(hidden=hidden, dtype=dtype, scale_mode=mode,
+                    static_scale=0.5 if mode == "static_baked" else None,
                     **({"block": block} if block else {}))
     vectors = {i: 1 for i in range(hidden // spec.vector)}
     ptx = render(spec)
@@ -447,4 +451,44 @@ def test_gpu_codes_exact(dtype, hidden, mode):
     codes, scales = kernel_codes(x, "dynamic" if mode == "dynamic" else "static", static)
     np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3))
     if mode == "dynamic":
+        np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
+
+
+# --- long rows in chunks, several rows, every mode --------------------------------------
+
+#: Chunked rows of 16-byte vectors (the codes of one vector fill two registers: the case
+#: whose second register aliased the chunk counter), whole and partial last chunks, in
+#: every scale mode; 2^20 is the most chunks (16).
+LONG_GPU = [(dtype, hidden, mode) for dtype in ("bf16", "f16", "f32")
+            for hidden in (65544, 131072, 262144)
+            for mode in ("dynamic", "static_param", "static_baked", "group")
+            if mode != "group" or hidden % 128 == 0] + [
+    ("bf16", 2**20, "group"), ("bf16", 2**20, "dynamic"), ("f16", 131080, "static_param")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,hidden,mode", LONG_GPU)
+def test_gpu_long_rows_exact_in_every_mode(dtype, hidden, mode):
+    """On the GPU, rows longer than the registers (taken in chunks) quantize bit for bit as
+    kernel_codes' f32 emulation, scales included, on 5 rows whose rows 0 and 3 are all
+    zero (a zero row once walked on past its end): every chunk of every row is written
+    once, with its own scales."""
+    from differential import run_fp8_quant
+    from specdsl import Executor
+    from specdsl.kernels.fp8_quant import kernel_codes
+
+    torch = pytest.importorskip("torch")
+    static = 2.0**-3 if mode == "static_baked" else None  # a power of two: 1/scale exact
+    spec = Fp8Quant(dtype=dtype, hidden=hidden, scale_mode=mode, static_scale=static)
+    assert spec.chunks > 1
+    rng = np.random.default_rng(hidden + len(mode))
+    x = rng.standard_normal((5, hidden)) * 2.0 ** rng.uniform(-8, 8, size=(5, 1))
+    x[[0, 3]] = 0.0
+    x = from_bits(to_bits(x, spec.dtype), spec.dtype)
+    if mode == "static_param":
+        static = float(np.float32(np.abs(x).max() / 300.0))
+    out = run_fp8_quant(Executor(), torch, spec, x, static)
+    codes, scales = kernel_codes(x, mode if mode in ("dynamic", "group") else "static", static)
+    np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3), err_msg=repr(spec))
+    if mode in ("dynamic", "group"):
         np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))

@@ -14,6 +14,7 @@ from specdsl import SpecError, render
 from specdsl._cli.main import main
 from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
+from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, reference
 
 # Smallest row, an odd LLM size (2880: guarded last sweep), a common one, the largest.
@@ -273,15 +274,152 @@ def test_gpu_odd_lengths_match_reference(dtype, hidden, fused, rows):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,hidden,fused", [
     ("bf16", 4100, False), ("f16", 4098, True), ("bf16", 131072, False), ("bf16", 131072, True),
-    ("f32", 65540, True), ("bf16", 200000, False)])
+    ("f32", 65540, True), ("bf16", 200000, False),
+    # chunks of 16-byte vectors: whole (262144), partial last (65544, 131080), f32 in 3
+    ("f16", 65544, False), ("f16", 65544, True), ("bf16", 262144, True), ("bf16", 131080, False),
+    ("f32", 65544, False), ("f32", 65544, True)])
 def test_gpu_narrow_and_long_rows_match_reference(dtype, hidden, fused):
     """On the GPU, rows of 8- and 4-byte vectors and rows longer than the registers (two
-    passes; with the residual, s written in pass 1 and read back in pass 2) match."""
+    passes; with the residual, s written in pass 1 and read back in pass 2) match, on 5
+    rows: each CTA's chunk loop stops at its own row's end."""
     from specdsl import Executor
     from specdsl._review.demo import run_case
 
     rng = np.random.default_rng(hidden)
-    case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=3)
+    case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=5)
     errors = run_case(Executor(), case, rng)
     for name, error in errors.items():
         assert error <= case.tolerance, f"{name}: relative error {error} > {case.tolerance}"
+
+
+# --- tuning fields: the candidates of benchmarks/variants.py copy-rate -------------------
+
+#: Each tuning candidate at the shapes it is timed at, and at a guarded (2880), an odd
+#: (4097) and an f32 row.
+TUNED = [(hidden, dtype, fused, dict(fields, **({"block": 1024} if hidden == 4097 and
+                                                 "rows_per_cta" in fields else {})))
+         for hidden, dtype in ((4096, "bf16"), (8192, "bf16"), (2880, "f16"), (4097, "bf16"),
+                               (4096, "f32"))
+         for fused in (False, True)
+         for fields in (dict(rows_per_cta=2), dict(streaming_stores=True),
+                        dict(rows_per_cta=2, streaming_stores=True))] + [
+    (4096, "bf16", True, dict(min_ctas_per_sm=6)), (4096, "bf16", True, dict(min_ctas_per_sm=8)),
+    (4096, "bf16", True, dict(rows_per_cta=2, min_ctas_per_sm=5)),
+    (8192, "bf16", True, dict(min_ctas_per_sm=3)),
+    (1024, "bf16", False, dict(rows_per_cta=4, block=128)),
+    (2048, "f32", True, dict(rows_per_cta=4, block=512))]
+
+
+@pytest.mark.parametrize("hidden,dtype,fused,fields", TUNED)
+def test_tuning_fields_assemble_without_spills(hidden, dtype, fused, fields):
+    """Every tuning candidate assembles for sm_90 without spills."""
+    assert_no_spills(assemble(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused,
+                                      **fields)))
+
+
+def test_tuning_defaults_render_the_plain_template():
+    """With the tuning fields at their defaults, the built-in RMSNorm renders exactly the PTX
+    of rmsnorm.ptx.j2, which spec classes written over it render from five fields."""
+    from specdsl import baked, kernel_spec
+
+    @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+    class FiveFields:
+        hidden: int = baked(4096)
+        eps: float = baked(1e-6)
+        dtype: DType = baked(DType.BF16)
+        fused_residual: bool = baked(False)
+        block: int = baked(256)
+
+    for hidden, fused, block in ((4096, False, 256), (4097, True, 480), (131072, True, 1024)):
+        spec = RMSNorm(hidden=hidden, fused_residual=fused)
+        assert spec.block == block and (spec.rows_per_cta, spec.min_ctas_per_sm) == (1, None)
+        assert render(spec) == render(FiveFields(hidden=hidden, fused_residual=fused,
+                                                 block=block))
+
+
+def test_rows_per_cta_share_one_barrier_and_the_weight():
+    """Two rows a CTA: one bar.sync for both sums, the weight loaded once, the second row's
+    loads and stores guarded by its own predicate, and a grid of half the rows (rounded up)."""
+    spec = RMSNorm(hidden=4096, rows_per_cta=2)
+    ptx = render(spec)
+    assert ptx.count("bar.sync") == 1 and ptx.count("[%rd5+") == 2  # two weight vectors
+    assert "// CTA add-reduce of %acc0,%acc2 over 8 warp(s) in rmsnorm_partial" in ptx
+    assert "setp.lt.u32         %prow1, %r9, %r2;" in ptx
+    assert "@%prow1 st.global.L1::no_allocate.v4.b32 [%rd6+8192]" in ptx
+    assert spec.launch_dims(7) == ((4, 1, 1), (256, 1, 1))
+
+
+def test_tuning_directives():
+    """min_ctas_per_sm is the .minnctapersm directive; streaming_stores stores with .cs."""
+    assert ".minnctapersm 6     // 1536 threads an SM: ptxas keeps to 40 registers" in render(
+        RMSNorm(hidden=4096, fused_residual=True, min_ctas_per_sm=6))
+    streaming = render(RMSNorm(hidden=4096, fused_residual=True, streaming_stores=True))
+    assert streaming.count("st.global.cs.v4.b32") == 4 and "st.global.L1" not in streaming
+
+
+@pytest.mark.parametrize("hidden,dtype,fused,rows_per_cta,block", [
+    (4096, "bf16", False, 2, 256), (4096, "bf16", True, 2, 256), (2880, "f16", True, 2, 192),
+    (4097, "bf16", False, 2, 1024), (1024, "f32", True, 2, 128), (1000, "bf16", True, 4, 128)])
+def test_rows_per_cta_touch_every_vector_of_each_row_once(hidden, dtype, fused, rows_per_cta,
+                                                          block):
+    """In a model of the CTA (ptxsim.row_coverage), a CTA of several rows loads and stores
+    every vector of each of its rows exactly once (row i at vectors i * row + v)."""
+    spec = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused, rows_per_cta=rows_per_cta,
+                   block=block)
+    ptx = render(spec)
+    every = [{i: 1 for i in range(rows_per_cta * hidden // spec.vector)}]
+    assert row_coverage(ptx, "ld", ("%rd4",), spec.vector_bytes, spec.block) == every
+    assert row_coverage(ptx, "st", ("%rd6",), spec.vector_bytes, spec.block) == every
+    if fused:
+        assert row_coverage(ptx, "st", ("%rd7",), spec.vector_bytes, spec.block) == every
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(hidden=4096, rows_per_cta=3), "RMSNorm.rows_per_cta = 3 is invalid: expected one of "
+                                        "1, 2, 4 rows a CTA"),
+    (dict(hidden=131072, rows_per_cta=2), "RMSNorm.rows_per_cta = 2 is invalid: expected 1 for "
+                                          "rows longer than the registers hold"),
+    (dict(hidden=16384, rows_per_cta=2), "RMSNorm.rows_per_cta = 2 is invalid: expected at most "
+                                         "1: 2 rows of 4 vectors a thread exceed the 4"),
+    (dict(hidden=1024, rows_per_cta=4), "RMSNorm.rows_per_cta = 4 is invalid: expected at most "
+                                        "2: 4 rows of 2 vectors a thread exceed the 4"),
+    (dict(hidden=4096, min_ctas_per_sm=9), "RMSNorm.min_ctas_per_sm = 9 is invalid: expected "
+                                           "None or 1 to 8 CTAs of 256 threads an SM"),
+    (dict(hidden=4096, min_ctas_per_sm=0), "RMSNorm.min_ctas_per_sm = 0 is invalid"),
+])
+def test_tuning_fields_refused(fields, message):
+    """Tuning values the kernel cannot take are refused, naming the field and the limit."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        RMSNorm(**fields)
+
+
+GPU_TUNED = [(h, dt, fused, fields) for h, dt, fused, fields in TUNED
+             if h in (4096, 2880, 4097) or fields.get("rows_per_cta", 1) == 4]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hidden,dtype,fused,fields", GPU_TUNED)
+def test_gpu_tuning_fields_give_the_default_output(hidden, dtype, fused, fields):
+    """On the GPU, each tuning candidate writes y (and s) bit for bit as the default request
+    of the same block (the same per-row arithmetic, in the same order), on 7 rows (the last CTA of 2 or 4 rows
+    holds fewer), within the tolerance of the float64 reference."""
+    from differential import compare, run_rmsnorm
+    from specdsl import Executor
+
+    torch = pytest.importorskip("torch")
+    executor = Executor()
+    same_block = {"block": fields["block"]} if "block" in fields else {}
+    default = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused, **same_block)
+    tuned = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused, **fields)
+    rng = np.random.default_rng(hidden)
+    x = from_bits(to_bits(rng.standard_normal((7, hidden)), default.dtype), default.dtype)
+    weight = from_bits(to_bits(rng.normal(1.0, 0.5, hidden), default.dtype), default.dtype)
+    residual = from_bits(to_bits(rng.standard_normal((7, hidden)), default.dtype),
+                         default.dtype) if fused else None
+    want = run_rmsnorm(executor, torch, default, x, weight, residual)
+    got = run_rmsnorm(executor, torch, tuned, x, weight, residual)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} of {tuned!r}")
+    source = want["residual"] if fused else x
+    compare(got["y"], reference(source, weight, float(np.float32(tuned.eps))), tuned.dtype,
+            TOLERANCE[tuned.dtype], repr(tuned))

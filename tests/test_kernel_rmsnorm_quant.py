@@ -116,7 +116,9 @@ def test_example_args_follow_param_order():
 GPU = [(dtype, hidden, fused, mode) for dtype in ("bf16", "f16", "f32")
        for hidden in (4096, 7168) for fused in (False, True) for mode in MODES] + [
     ("bf16", 4097, False, "dynamic"), ("bf16", 4097, True, "static"), ("f16", 16384, True, "group"),
-    ("bf16", 2880, True, "dynamic"), ("f32", 4098, False, "static")]
+    ("bf16", 2880, True, "dynamic"), ("f32", 4098, False, "static"),
+    # the widest rows: 8 sweeps of 16-byte vectors a thread
+    ("bf16", 65536, True, "group"), ("f16", 65536, False, "dynamic"), ("f32", 32768, True, "static")]
 
 
 @pytest.mark.gpu

@@ -12,7 +12,7 @@ from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, SpecError, render
 from specdsl.kernels import RoPE
-from specdsl.kernels.case import Output, from_bits
+from specdsl.kernels.case import Output, from_bits, to_bits
 from specdsl.kernels.rope import example, reference
 
 #: Positions the accuracy tests cover: 0, 1, one below a power of two, 2^16, 2^17 - 1.
@@ -210,3 +210,41 @@ def test_gpu_random_positions(tokens):
     case = example(spec, rng, tokens=tokens)
     errors = run_case(Executor(), case, rng)
     assert errors["q"] <= case.tolerance and errors["k"] <= case.tolerance, errors
+
+
+# --- tuning: one head row a thread (benchmarks/variants.py copy-rate) --------------------
+
+def test_pair_heads_off_gives_one_head_a_thread():
+    """pair_heads=False rotates one head row a thread: twice the tasks a token, half the
+    loads a thread, and no spills."""
+    paired, single = RoPE(), RoPE(pair_heads=False)
+    assert (paired.heads_per_thread, single.heads_per_thread) == (2, 1)
+    assert single.tasks_per_token == 2 * paired.tasks_per_token
+    assert render(single).count("ld.global.v4.b32") == render(paired).count(
+        "ld.global.v4.b32") // 2
+    assert_no_spills(assemble(single))
+    assert RoPE(q_heads=7, kv_heads=1).heads_per_thread == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fields", [dict(pair_heads=False), dict(block=64),
+                                    dict(pair_heads=False, block=128)])
+@pytest.mark.parametrize("tokens", [16, 300])
+def test_gpu_tuning_gives_the_default_output(fields, tokens):
+    """On the GPU, one head a thread and smaller CTAs rotate q and k bit for bit as the
+    default request (the same arithmetic per element)."""
+    from differential import run_rope
+    from specdsl import Executor
+
+    torch = pytest.importorskip("torch")
+    executor = Executor()
+    rng = np.random.default_rng(tokens)
+    default, tuned = RoPE(theta=1e6), RoPE(theta=1e6, **fields)
+    q = from_bits(to_bits(rng.standard_normal((tokens, 32, 128)), DType.BF16), DType.BF16)
+    k = from_bits(to_bits(rng.standard_normal((tokens, 8, 128)), DType.BF16), DType.BF16)
+    positions = rng.integers(0, 131072, size=tokens)
+    want = run_rope(executor, torch, default, q, k, positions)
+    got = run_rope(executor, torch, tuned, q, k, positions)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+

@@ -80,7 +80,10 @@ def test_example_args_and_bytes():
 GPU = [(dtype, d, mode) for dtype in ("bf16", "f16", "f32") for d in (4096, 14336)
        for mode in MODES] + [("bf16", 4097, "dynamic"), ("f16", 7, "static"),
                              ("bf16", 18432, "group"), ("bf16", 53248, "dynamic"),
-                             ("f32", 2880, "group")]
+                             ("f32", 2880, "static"), ("f32", 2944, "group"),
+                             # the widest rows: 8 sweeps of 16-byte vectors a thread
+                             ("bf16", 65536, "group"), ("f16", 65536, "static"),
+                             ("f32", 32768, "dynamic")]
 
 
 @pytest.mark.gpu

@@ -154,6 +154,8 @@ GPU_CASES = [
     ("bf16", 8, 1.0, 1), ("bf16", 32768, 0.5, 5), ("bf16", 131072, 1.0, 2),
     ("bf16", MAX_COLS, 1.0, 1), ("f32", MAX_COLS, 1.0, 1), ("f16", 50000, 2.0, 3),
     ("bf16", 4096, 0.0, 2), ("f16", 131072, 0.125, 2),
+    # several long rows in chunks of 16-byte vectors: whole, and a partial last chunk
+    ("f16", MAX_COLS, 1.0, 3), ("bf16", 65544, -0.5, 5), ("f32", 65544, 1.0, 4),
 ]
 # (dtype, cols, scale, rows, split): rows shared by a cluster of CTAs
 SPLIT_CASES = [
@@ -413,10 +415,11 @@ def test_gpu_odd_lengths_match_reference(dtype, cols, scale, rows):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,cols,split", [
-    ("bf16", 4100, 1), ("f16", 4098, 1), ("f32", 4098, 1), ("bf16", 4098 * 4, 4),
-    ("bf16", 262143, 1)])
+    ("bf16", 4100, 1), ("f16", 4098, 1), ("f32", 4098, 1), ("bf16", 4098, 3), ("f16", 4100, 5),
+    ("f32", 4098 * 7, 7), ("bf16", 262143, 1)])
 def test_gpu_narrow_vectors_match_reference(dtype, cols, split):
-    """On the GPU, rows of 8- and 4-byte vectors (split or not) and the longest odd row
+    """On the GPU, rows of 8- and 4-byte vectors (split or not: a narrow vector means an
+    odd number of vectors, so only an odd split divides the row) and the longest odd row
     (8 chunks) match the float64 softmax."""
     from specdsl import Executor
     from specdsl._review.demo import run_case
@@ -425,3 +428,88 @@ def test_gpu_narrow_vectors_match_reference(dtype, cols, split):
     case = example(Softmax(cols=cols, dtype=dtype, split=split), rng, rows=3)
     errors = run_case(Executor(), case, rng)
     assert errors["y"] <= case.tolerance, f"relative error {errors['y']} > {case.tolerance}"
+
+
+# --- tuning fields: the candidates of benchmarks/variants.py copy-rate -------------------
+
+TUNED = [(cols, dtype, scale, fields)
+         for cols, dtype in ((4096, "bf16"), (8192, "bf16"), (2880, "f16"), (4096, "f32"))
+         for scale in (1.0, -0.5)
+         for fields in (dict(rows_per_cta=2), dict(min_ctas_per_sm=6))] + [
+    (4096, "bf16", 1.0, dict(rows_per_cta=4)), (4096, "bf16", 1.0, dict(min_ctas_per_sm=8)),
+    (4097, "bf16", 1.0, dict(rows_per_cta=2, block=512)), (4096, "bf16", 1.0, dict(block=128)),
+    (4096, "bf16", 1.0, dict(block=512))]
+
+
+@pytest.mark.parametrize("cols,dtype,scale,fields", TUNED)
+def test_tuning_fields_assemble_without_spills(cols, dtype, scale, fields):
+    """Every tuning candidate assembles for sm_90 without spills."""
+    assert_no_spills(assemble(Softmax(cols=cols, dtype=dtype, scale=scale, **fields)))
+
+
+def test_rows_per_cta_share_the_two_barriers():
+    """Two rows a CTA: their maxima meet in one CTA reduction and their sums in another (two
+    bar.sync for both rows), the second row guarded, the grid half the rows (rounded up)."""
+    spec = Softmax(cols=4096, rows_per_cta=2)
+    ptx = render(spec)
+    assert ptx.count("bar.sync") == 2
+    assert "// CTA max-reduce of %m0,%m2 over 8 warp(s) in softmax_max" in ptx
+    assert "// CTA add-reduce of %a0,%a2 over 8 warp(s) in softmax_sum" in ptx
+    assert "@%prow1 st.global.L1::no_allocate.v4.b32 [%rd5+8192]" in ptx
+    assert spec.launch_dims(5) == ((3, 1, 1), (256, 1, 1))
+    assert Softmax(cols=4096).rows_per_cta == 1 and Softmax(cols=4096, split=2).rows_per_cta == 1
+
+
+@pytest.mark.parametrize("cols,dtype,block,rows_per_cta", [
+    (4096, "bf16", 256, 2), (8192, "bf16", 256, 2), (2880, "f16", 192, 2), (4097, "bf16", 512, 2),
+    (4096, "bf16", 256, 4), (1000, "f32", 128, 4)])
+def test_rows_per_cta_touch_every_vector_of_each_row_once(cols, dtype, block, rows_per_cta):
+    """In a model of the CTA (ptxsim.row_coverage), a CTA of several rows loads and stores
+    every vector of each of its rows exactly once."""
+    spec = Softmax(cols=cols, dtype=dtype, block=block, rows_per_cta=rows_per_cta)
+    ptx = render(spec)
+    every = [{i: 1 for i in range(rows_per_cta * cols // spec.vector)}]
+    assert row_coverage(ptx, "ld", ("%rd4",), spec.vector_bytes, spec.block) == every
+    assert row_coverage(ptx, "st", ("%rd5",), spec.vector_bytes, spec.block) == every
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(cols=4096, rows_per_cta=3), "Softmax.rows_per_cta = 3 is invalid: expected one of 1, "
+                                      "2, 4 rows a CTA"),
+    (dict(cols=131072, rows_per_cta=2), "Softmax.rows_per_cta = 2 is invalid: expected 1 for "
+                                        "rows longer than the registers hold"),
+    (dict(cols=32768, rows_per_cta=2), "Softmax.rows_per_cta = 2 is invalid: expected at most 1"),
+    (dict(cols=65536, split=8, rows_per_cta=2), "Softmax.rows_per_cta = 2 is invalid: expected "
+                                                "1 with split > 1"),
+    (dict(cols=4096, min_ctas_per_sm=9), "Softmax.min_ctas_per_sm = 9 is invalid: expected None "
+                                         "or 1 to 8 CTAs of 256 threads an SM"),
+])
+def test_tuning_fields_refused(fields, message):
+    """Tuning values the kernel cannot take are refused, naming the field and the limit."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        Softmax(**fields)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols,dtype,scale,fields", TUNED)
+def test_gpu_tuning_fields_give_the_default_output(cols, dtype, scale, fields):
+    """On the GPU, each tuning candidate writes y bit for bit as the default request (the
+    same per-row arithmetic in the same order; a different block changes the reduction
+    order: then within the tolerance only), on 7 rows (the last CTA of 2 or 4 rows holds
+    fewer), and within the tolerance of the float64 softmax."""
+    from differential import compare, run_softmax
+    from specdsl import Executor
+    from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
+
+    torch = pytest.importorskip("torch")
+    executor = Executor()
+    default = Softmax(cols=cols, dtype=dtype, scale=scale, **(
+        {"block": fields["block"]} if "rows_per_cta" in fields and "block" in fields else {}))
+    tuned = Softmax(cols=cols, dtype=dtype, scale=scale, **fields)
+    rng = np.random.default_rng(cols)
+    x = from_bits(to_bits(rng.normal(0.0, 2.0, (7, cols)), default.dtype), default.dtype)
+    got = run_softmax(executor, torch, tuned, x)
+    if tuned.block == default.block:
+        np.testing.assert_array_equal(got, run_softmax(executor, torch, default, x),
+                                      err_msg=repr(tuned))
+    compare(got, reference(x, scale), tuned.dtype, TOLERANCE[tuned.dtype], repr(tuned))

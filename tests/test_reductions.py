@@ -33,6 +33,13 @@ REDUCING = {
     "rmsnorm-odd": lambda block: RMSNorm(hidden=2047, block=block),
     "softmax-odd": lambda block: Softmax(cols=4097, scale=-1.0, block=block),
     "fp8quant-odd": lambda block: Fp8Quant(hidden=2047, dtype="f32", block=block),
+    # several rows a CTA: their sums (maxima) reduced side by side behind one barrier
+    "rmsnorm-rows2": lambda block: RMSNorm(hidden=2048, rows_per_cta=2, block=block),
+    "rmsnorm-fused-rows4": lambda block: RMSNorm(hidden=1000, dtype="f16", fused_residual=True,
+                                                 rows_per_cta=4, block=block),
+    "softmax-rows2": lambda block: Softmax(cols=4096, rows_per_cta=2, block=block),
+    "softmax-rows4-odd": lambda block: Softmax(cols=2047, scale=-1.0, rows_per_cta=4,
+                                               block=block),
 }
 
 
@@ -59,22 +66,27 @@ def _expected(op: str, values: np.ndarray) -> np.ndarray:
 def _check_cta(facts: dict[str, str], lines: list[str], block: int, shared: dict[str, int],
                orders=("forward", "reverse")) -> None:
     """Run one marked CTA reduction for a CTA of `block` threads; every thread must end
-    with the reduction of all threads' values."""
+    with the reduction of all threads' values (of each register, for several reduced
+    side by side, each with its own values)."""
     warps = block // 32
+    accs = facts["acc"].split(",")
     assert int(facts["count"]) == warps, f"reduction over {facts['count']} warps, CTA has {warps}"
     if warps > 1:
-        assert shared.get(facts["smem"], 0) >= warps, (
-            f".shared {facts['smem']} holds {shared.get(facts['smem'])} entries, {warps} warps")
-    op, acc = facts["op"], facts["acc"]
+        assert shared.get(facts["smem"], 0) >= warps * len(accs), (
+            f".shared {facts['smem']} holds {shared.get(facts['smem'])} entries, {warps} warps "
+            f"x {len(accs)} values")
+    op = facts["op"]
     cases = _cases(warps, 32)
-    values = _inputs(op, block, cases, 32, seed=block)
-    thread = np.broadcast_to(np.arange(block), values.shape)
+    values = {acc: _inputs(op, block, cases[k:] + cases[:k], 32, seed=block + k)
+              for k, acc in enumerate(accs)}
+    thread = np.broadcast_to(np.arange(block), values[accs[0]].shape)
     for order in orders:
-        registers = {acc: values, facts["lane"]: thread % 32, facts["warp"]: thread // 32}
+        registers = {**values, facts["lane"]: thread % 32, facts["warp"]: thread // 32}
         out = run(lines, ctas=1, threads=block, registers=registers, shared=shared, order=order)
-        np.testing.assert_array_equal(out[acc], np.repeat(_expected(op, values)[:, None],
-                                                          block, axis=1),
-                                      err_msg=f"{op} over {warps} warps, {order} order")
+        for acc in accs:
+            np.testing.assert_array_equal(out[acc], np.repeat(
+                _expected(op, values[acc])[:, None], block, axis=1),
+                err_msg=f"{op} of {acc} over {warps} warps, {order} order")
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -90,6 +102,22 @@ def test_cta_allreduce_every_block_size(op):
         # reverse: later warps run first, so a load the barrier does not order fails
         orders = ("forward", "reverse") if block in (32, 96, 512, 1024) else ("reverse",)
         _check_cta(facts, lines, block, {"smem": block // 32}, orders)
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_cta_allreduce_of_several_registers(count):
+    """cta_allreduce of several registers (one barrier, a slice of the shared array each)
+    gives every thread each register's own reduction, at 1 to 32 warps."""
+    template = environment().from_string(
+        '{% import "reduce.ptx.j2" as r %}'
+        '{{ r.cta_allreduce("add", accs, "%tmp", "smem", warps, "%lane", "%warp", "%p", "%a") }}')
+    accs = [f"%acc{2 * k}" for k in range(count)]
+    for block in (32, 96, 256, 1024):
+        ptx = template.render(accs=accs, warps=block // 32)
+        assert ptx.count("bar.sync") == (block > 32)
+        [(facts, lines)] = segments(ptx)
+        assert facts["acc"] == ",".join(accs)
+        _check_cta(facts, lines, block, {"smem": count * block // 32}, ("forward", "reverse"))
 
 
 def test_model_catches_a_missing_barrier():
@@ -112,7 +140,7 @@ def test_model_catches_too_few_warps_or_entries():
         '{{ r.cta_allreduce("max", "%acc", "%tmp", "smem", 2, "%lane", "%warp", "%p", "%a") }}')
     [(facts, lines)] = segments(template.render())
     facts = dict(facts, count="3")  # claim 3 warps: the check runs a 96-thread CTA
-    with pytest.raises(AssertionError, match="max over 3 warps"):
+    with pytest.raises(AssertionError, match="max of %acc over 3 warps"):
         _check_cta(facts, lines, 96, {"smem": 3}, orders=("forward",))
     template = environment().from_string(
         '{% import "reduce.ptx.j2" as r %}'

@@ -16,8 +16,14 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 import specdsl.torch as sd  # noqa: E402
 from specdsl import LaunchError, SpecError  # noqa: E402
 
+#: The fused FP8 epilogues: one op a scale mode.
+QUANT_MODES = ("dynamic", "static", "group")
+FUSED_QUANT_OPS = tuple(f"{base}_{mode}" for base in ("rms_norm_quant", "fused_add_rms_norm_quant",
+                                                      "silu_and_mul_quant")
+                        for mode in QUANT_MODES)
 OPS = ("rms_norm", "fused_add_rms_norm", "softmax", "rotary_embedding", "silu_and_mul",
-       "dynamic_per_token_scaled_fp8_quant", "static_scaled_fp8_quant")
+       "dynamic_per_token_scaled_fp8_quant", "static_scaled_fp8_quant",
+       "per_token_group_quant_fp8") + FUSED_QUANT_OPS
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LEADING = ((5,), (2, 3))  # 2-D and 3-D inputs
 
@@ -49,14 +55,17 @@ def test_op_registered(op):
     assert getattr(torch.ops.specdsl, op).default.name() == f"specdsl::{op}"
 
 
-@pytest.mark.parametrize("op,mutated", [("fused_add_rms_norm", {"residual"}),
-                                        ("rotary_embedding", {"q", "k"})])
+IN_PLACE = {"fused_add_rms_norm": {"residual"}, "rotary_embedding": {"q", "k"},
+            **{f"fused_add_rms_norm_quant_{mode}": {"residual"} for mode in QUANT_MODES}}
+
+
+@pytest.mark.parametrize("op,mutated", sorted(IN_PLACE.items()))
 def test_in_place_ops_declare_what_they_mutate(op, mutated):
     """The schemas of the in-place ops mark exactly the tensors they update as written."""
     assert _written(op) == mutated
 
 
-@pytest.mark.parametrize("op", sorted(set(OPS) - {"fused_add_rms_norm", "rotary_embedding"}))
+@pytest.mark.parametrize("op", sorted(set(OPS) - set(IN_PLACE)))
 def test_functional_ops_mutate_nothing(op):
     """The functional ops' schemas mark no argument as written."""
     assert _written(op) == set()
@@ -111,6 +120,74 @@ def test_fake_static_fp8_quant_returns_the_scale_given(fake):
     static = cuda(1, dtype=torch.float32)
     q, scale = sd.scaled_fp8_quant(cuda(3, 4096), static)
     assert (q.shape, q.dtype, scale is static) == ((3, 4096), torch.float8_e4m3fn, True)
+
+
+@pytest.mark.parametrize("lead", LEADING)
+def test_fake_per_token_group_quant_fp8(fake, lead):
+    """Per-group quantization gives codes like x and float32 scales [..., hidden / 128]."""
+    q, scale = sd.per_token_group_quant_fp8(cuda(*lead, 7168))
+    assert (q.shape, q.dtype) == ((*lead, 7168), torch.float8_e4m3fn)
+    assert (scale.shape, scale.dtype, scale.is_contiguous()) == ((*lead, 56), torch.float32, True)
+
+
+def _mode_arguments(mode: str) -> dict:
+    """The keyword arguments that choose a fused op's scale mode."""
+    return {"dynamic": {}, "static": {"scale": cuda(1, dtype=torch.float32)},
+            "group": {"group_size": 128}}[mode]
+
+
+@pytest.mark.parametrize("mode,scales", [("dynamic", 1), ("group", 32), ("static", None)])
+@pytest.mark.parametrize("lead", LEADING)
+@pytest.mark.parametrize("fused", [False, True])
+def test_fake_rms_norm_quant(fake, mode, scales, lead, fused):
+    """rms_norm_quant (and fused_add_rms_norm_quant) give codes like x and the mode's float32
+    scales: [..., 1] a token, [..., hidden / 128] a group, or the static scale given."""
+    x, weight = cuda(*lead, 4096, dtype=torch.float16), cuda(4096, dtype=torch.float16)
+    arguments = _mode_arguments(mode)
+    if fused:
+        q, scale = sd.fused_add_rms_norm_quant(x, cuda(*lead, 4096, dtype=torch.float16), weight,
+                                               1e-6, **arguments)
+    else:
+        q, scale = sd.rms_norm_quant(x, weight, 1e-6, **arguments)
+    assert (q.shape, q.dtype) == (x.shape, torch.float8_e4m3fn)
+    if scales is None:
+        assert scale is arguments["scale"]
+    else:
+        assert (scale.shape, scale.dtype) == ((*lead, scales), torch.float32)
+
+
+@pytest.mark.parametrize("mode,scales", [("dynamic", 1), ("group", 112), ("static", None)])
+@pytest.mark.parametrize("lead", LEADING)
+def test_fake_silu_and_mul_quant(fake, mode, scales, lead):
+    """silu_and_mul_quant gives codes [..., d] and the mode's scales (d = 14336: 112 groups)."""
+    arguments = _mode_arguments(mode)
+    q, scale = sd.silu_and_mul_quant(cuda(*lead, 2 * 14336), **arguments)
+    assert (q.shape, q.dtype, q.is_contiguous()) == ((*lead, 14336), torch.float8_e4m3fn, True)
+    if scales is None:
+        assert scale is arguments["scale"]
+    else:
+        assert (scale.shape, scale.dtype) == ((*lead, scales), torch.float32)
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda: sd.rms_norm_quant(cuda(2, 256), cuda(256), 1e-6, cuda(1, dtype=torch.float32), 128),
+     LaunchError, r"rms_norm_quant: scale and group_size are both given; expected one of them"),
+    (lambda: sd.silu_and_mul_quant(cuda(2, 256), group_size=64),
+     SpecError, r"silu_and_mul_quant: group_size = 64 is invalid: expected 128"),
+    (lambda: sd.per_token_group_quant_fp8(cuda(2, 256), group_size=True),
+     SpecError, r"group_size = True is invalid"),
+    (lambda: sd.fused_add_rms_norm_quant(cuda(2, 256), cuda(2, 256), cuda(256), 1e-6,
+                                         cuda(2, dtype=torch.float32)),
+     LaunchError, r"fused_add_rms_norm_quant: scale is a torch\.float32 tensor of shape \(2,\)"),
+    (lambda: sd.rms_norm_quant(cuda(2, 256), cuda(128), 1e-6),
+     LaunchError, r"rms_norm_quant: weight has shape \(128,\); expected \(256,\)"),
+    (lambda: sd.silu_and_mul_quant(cuda(2, 255)),
+     LaunchError, r"silu_and_mul_quant: x has shape \(2, 255\); expected an even last"),
+])
+def test_fake_fused_quant_refuses_bad_arguments(fake, call, error, message):
+    """The fused epilogues refuse conflicting modes, other group sizes, bad scales and shapes."""
+    with pytest.raises(error, match=message):
+        call()
 
 
 @pytest.mark.parametrize("q_shape,k_shape", [((7, 32, 128), (7, 8, 128)),
@@ -194,6 +271,18 @@ def test_fake_refuses_bad_input(fake, case):
     (lambda: sd.silu_and_mul(cuda(3, 2 * 4100)), r"silu_and_mul: x of shape .*SiluMul\.d"),
     (lambda: sd.scaled_fp8_quant(cuda(3, TOO_LONG)),
      r"scaled_fp8_quant: x of shape .*Fp8Quant\.hidden"),
+    (lambda: sd.per_token_group_quant_fp8(cuda(3, 4100)),
+     r"per_token_group_quant_fp8: x of shape \(3, 4100\): Fp8Quant\.scale_mode = 'group' is "
+     r"invalid: expected hidden to be a multiple of 128"),
+    (lambda: sd.rms_norm_quant(cuda(3, 65544), cuda(65544), 1e-6),
+     r"rms_norm_quant: x of shape \(3, 65544\): RMSNormQuant\.hidden = 65544 is invalid: "
+     r"expected at most 65536 elements of bf16"),
+    (lambda: sd.fused_add_rms_norm_quant(cuda(3, 4097), cuda(3, 4097), cuda(4097), 1e-6,
+                                         group_size=128),
+     r"fused_add_rms_norm_quant: x of shape .*RMSNormQuant\.scale_mode = 'group' is invalid"),
+    (lambda: sd.silu_and_mul_quant(cuda(3, 2 * 2880), group_size=128),
+     r"silu_and_mul_quant: x of shape \(3, 5760\): SiluMulQuant\.scale_mode = 'group' is "
+     r"invalid: expected d to be a multiple of 128"),
 ])
 def test_fake_refuses_what_the_kernel_refuses(fake, call, message):
     """A row length or value the kernel does not take is a SpecError already at trace time."""
@@ -219,8 +308,14 @@ def test_different_devices_refused(fake):
     lambda: sd.silu_and_mul(torch.zeros(2, 64)),
     lambda: sd.scaled_fp8_quant(torch.zeros(2, 64)),
     lambda: sd.scaled_fp8_quant(torch.zeros(2, 64), torch.ones(1)),
+    lambda: sd.per_token_group_quant_fp8(torch.zeros(2, 128)),
+    lambda: sd.rms_norm_quant(torch.zeros(2, 128), torch.ones(128), 1e-6, group_size=128),
+    lambda: sd.fused_add_rms_norm_quant(torch.zeros(2, 64), torch.zeros(2, 64), torch.ones(64),
+                                        1e-6, torch.ones(1)),
+    lambda: sd.silu_and_mul_quant(torch.zeros(2, 64)),
 ], ids=["rms_norm", "fused_add_rms_norm", "softmax", "rotary_embedding", "silu_and_mul",
-        "dynamic_fp8", "static_fp8"])
+        "dynamic_fp8", "static_fp8", "group_fp8", "rms_norm_quant", "fused_add_rms_norm_quant",
+        "silu_and_mul_quant"])
 def test_cpu_tensors_refused(call):
     """Every op refuses CPU tensors with a LaunchError asking for a CUDA device."""
     with pytest.raises(LaunchError, match=r"is on cpu; expected a CUDA device"):
@@ -299,9 +394,9 @@ def test_make_fx_traces_every_op():
                      "specdsl.softmax.default"]
 
 
-def test_compile_fullgraph_traces_without_breaks():
-    """torch.compile(fullgraph=True) captures one graph holding every op; the in-place ops
-    are functionalized; running it reaches the real implementation (which refuses CPU)."""
+def _compiled_graphs(function, inputs) -> list:
+    """The graphs torch.compile(fullgraph=True) hands its backend for ``function``, run on
+    CPU ``inputs`` (which reach the real implementation, which refuses CPU)."""
     from torch._dynamo.backends.common import aot_autograd
 
     torch._dynamo.reset()
@@ -311,9 +406,16 @@ def test_compile_fullgraph_traces_without_breaks():
         graphs.append(gm)
         return gm
 
-    compiled = torch.compile(_block, fullgraph=True, backend=aot_autograd(fw_compiler=record))
+    compiled = torch.compile(function, fullgraph=True, backend=aot_autograd(fw_compiler=record))
     with torch.no_grad(), pytest.raises(LaunchError, match="is on cpu"):
-        compiled(*_inputs())
+        compiled(*inputs)
+    return graphs
+
+
+def test_compile_fullgraph_traces_without_breaks():
+    """torch.compile(fullgraph=True) captures one graph holding every op; the in-place ops
+    are functionalized; running it reaches the real implementation (which refuses CPU)."""
+    graphs = _compiled_graphs(_block, _inputs())
     assert len(graphs) == 1
     targets = _targets(graphs[0].graph)
     assert {"specdsl.rotary_embedding.default", "specdsl.fused_add_rms_norm.default"} <= set(
@@ -330,3 +432,36 @@ def test_compile_refuses_bad_shapes_at_trace_time():
     with pytest.raises(Exception, match=rf"RMSNorm\.hidden = {TOO_LONG} is invalid"):
         compiled(torch.randn(4, TOO_LONG, dtype=torch.bfloat16),
                  torch.ones(TOO_LONG, dtype=torch.bfloat16))
+
+
+def _quant_block(x, w, residual, scale):
+    """Every FP8 op once, the in-place one on a tensor the function made itself."""
+    q1, s1 = sd.rms_norm_quant(x, w, 1e-5, group_size=128)
+    residual = residual.clone()
+    q2, _ = sd.fused_add_rms_norm_quant(x, residual, w, 1e-5, scale)
+    q3, s3 = sd.silu_and_mul_quant(torch.cat((x, x), -1))
+    q4, s4 = sd.per_token_group_quant_fp8(x)
+    return q1, s1, q2, q3, s3, q4, s4, residual
+
+
+def _quant_inputs():
+    return (torch.randn(4, 256, dtype=torch.bfloat16), torch.ones(256, dtype=torch.bfloat16),
+            torch.randn(4, 256, dtype=torch.bfloat16), torch.tensor([0.05]))
+
+
+def test_make_fx_traces_the_fp8_ops():
+    """make_fx records each FP8 op as one node, the mode's op chosen outside the graph."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    graph = make_fx(_quant_block, tracing_mode="fake")(*_quant_inputs()).graph
+    assert [t for t in _targets(graph) if t.startswith("specdsl.")] == [
+        "specdsl.rms_norm_quant_group.default", "specdsl.fused_add_rms_norm_quant_static.default",
+        "specdsl.silu_and_mul_quant_dynamic.default", "specdsl.per_token_group_quant_fp8.default"]
+
+
+def test_compile_fullgraph_traces_the_fp8_ops():
+    """torch.compile(fullgraph=True) captures the FP8 ops in one graph, the in-place one
+    functionalized; running it reaches the real implementation (which refuses CPU)."""
+    graphs = _compiled_graphs(_quant_block, _quant_inputs())
+    assert len(graphs) == 1 and "auto_functionalized" in graphs[0].code
+    assert "specdsl.fused_add_rms_norm_quant_static.default" in set(_targets(graphs[0].graph))

@@ -10,7 +10,15 @@ torch = pytest.importorskip("torch")
 
 import specdsl.torch as sd  # noqa: E402
 from specdsl import LaunchError  # noqa: E402
-from specdsl.kernels import fp8_quant, rmsnorm, rope, silu_mul, softmax  # noqa: E402
+from specdsl.kernels import (  # noqa: E402
+    fp8_quant,
+    rmsnorm,
+    rmsnorm_quant,
+    rope,
+    silu_mul,
+    silu_mul_quant,
+    softmax,
+)
 from specdsl.kernels.case import relative_error  # noqa: E402
 from specdsl.kernels.rmsnorm import TOLERANCE as _BY_DTYPE  # noqa: E402
 from specdsl.torch import specs  # noqa: E402
@@ -144,6 +152,91 @@ def test_static_fp8_quant_values(dtype):
     assert scale is static and _error(q, quotient) <= FP8_TOLERANCE
 
 
+# -- the FP8 epilogues: bit for bit the unfused ops, and the float64 references ------------
+
+
+def _static():
+    return torch.tensor([0.02], device="cuda")
+
+
+def _quantized(y, mode, scale=None):
+    """What the unfused ops give for y: scaled_fp8_quant (dynamic, static) or
+    per_token_group_quant_fp8 (group)."""
+    if mode == "group":
+        return sd.per_token_group_quant_fp8(y)
+    return sd.scaled_fp8_quant(y, scale)
+
+
+def _same(got, want):
+    """Codes (as bytes) and scales equal bit for bit."""
+    assert torch.equal(got[0].view(torch.uint8), want[0].view(torch.uint8))
+    assert torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 4096), (2, 3, 7168)])
+def test_per_token_group_quant_fp8_values(dtype, shape):
+    """A scale a group of 128, max(amax, 1e-10) / 448 ([..., hidden / 128]), and codes that
+    decode to the float64 group quotients within E4M3's rounding; an all-zero row gets
+    scales 1e-10 / 448."""
+    x = randn(*shape, dtype=dtype) * randn(*shape[:-1], 1, dtype=dtype, scale=4.0, seed=1)
+    x.view(-1, shape[-1])[0] = 0
+    q, scale = sd.per_token_group_quant_fp8(x)
+    assert (q.shape, scale.shape) == (x.shape, (*shape[:-1], shape[-1] // 128))
+    quotient, expected_scale = fp8_quant.group_reference(f64(x).reshape(-1, shape[-1]))
+    assert relative_error(f64(scale).reshape(expected_scale.shape), expected_scale) <= 1e-6
+    assert _error(q.view(-1, shape[-1]), quotient) <= FP8_TOLERANCE
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["dynamic", "static", "group"])
+@pytest.mark.parametrize("shape", [(37, 4096), (2, 3, 7168)])
+def test_rms_norm_quant_is_the_unfused_pair(dtype, mode, shape):
+    """rms_norm_quant's codes and scales are those of rms_norm then the quantization op, bit
+    for bit, and within E4M3's rounding of the float64 reference."""
+    x, weight = randn(*shape, dtype=dtype), randn(shape[-1], dtype=dtype, seed=1) + 1
+    scale = _static() if mode == "static" else None
+    got = sd.rms_norm_quant(x, weight, 1e-6, scale, 128 if mode == "group" else None)
+    _same(got, _quantized(sd.rms_norm(x, weight, 1e-6), mode, scale))
+    quotient, _, _ = rmsnorm_quant.reference(f64(x).reshape(-1, shape[-1]), f64(weight),
+                                             float(np.float32(1e-6)), specs.dtype_of(dtype),
+                                             mode, 0.02)
+    assert _error(got[0].view(-1, shape[-1]), quotient) <= FP8_TOLERANCE
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["dynamic", "static", "group"])
+def test_fused_add_rms_norm_quant_is_the_unfused_pair(dtype, mode):
+    """residual becomes x + residual; the codes and scales are those of fused_add_rms_norm
+    then the quantization op, bit for bit; x is left as it was."""
+    x, residual = randn(5, 7, 4096, dtype=dtype), randn(5, 7, 4096, dtype=dtype, seed=1)
+    weight = randn(4096, dtype=dtype, seed=2) + 1
+    scale = _static() if mode == "static" else None
+    x_before, unfused_residual = x.clone(), residual.clone()
+    y = sd.fused_add_rms_norm(x, unfused_residual, weight, 1e-5)
+    got = sd.fused_add_rms_norm_quant(x, residual, weight, 1e-5, scale,
+                                      128 if mode == "group" else None)
+    assert torch.equal(residual, unfused_residual) and torch.equal(x, x_before)
+    _same(got, _quantized(y, mode, scale))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["dynamic", "static", "group"])
+@pytest.mark.parametrize("shape", [(37, 2 * 14336), (2, 3, 2 * 1024)])
+def test_silu_and_mul_quant_is_the_unfused_pair(dtype, mode, shape):
+    """silu_and_mul_quant's codes and scales are those of silu_and_mul then the quantization
+    op, bit for bit, and within E4M3's rounding of the float64 reference."""
+    x = randn(*shape, dtype=dtype, scale=2.0)
+    scale = _static() if mode == "static" else None
+    got = sd.silu_and_mul_quant(x, scale, 128 if mode == "group" else None)
+    d = shape[-1] // 2
+    assert got[0].shape == (*shape[:-1], d)
+    _same(got, _quantized(sd.silu_and_mul(x), mode, scale))
+    quotient, _, _ = silu_mul_quant.reference(f64(x).reshape(-1, shape[-1]), d,
+                                              specs.dtype_of(dtype), mode, 0.02)
+    assert _error(got[0].view(-1, d), quotient) <= FP8_TOLERANCE
+
+
 def test_empty_inputs_give_empty_outputs():
     """Zero rows launch nothing and give empty results of the right shapes."""
     x = torch.empty(0, 4096, dtype=torch.bfloat16, device="cuda")
@@ -152,6 +245,11 @@ def test_empty_inputs_give_empty_outputs():
     q, scale = sd.scaled_fp8_quant(x)
     assert (q.shape, scale.shape) == ((0, 4096), (0, 1))
     assert sd.silu_and_mul(x).shape == (0, 2048)
+    q, scale = sd.rms_norm_quant(x, weight, 1e-6, group_size=128)
+    assert (q.shape, scale.shape) == ((0, 4096), (0, 32))
+    q, scale = sd.silu_and_mul_quant(x)
+    assert (q.shape, scale.shape) == ((0, 2048), (0, 1))
+    assert sd.per_token_group_quant_fp8(x)[1].shape == (0, 32)
 
 
 def test_inference_mode():
@@ -190,12 +288,34 @@ def _opcheck_cases():
         "dynamic_fp8": (torch.ops.specdsl.dynamic_per_token_scaled_fp8_quant.default, (x,)),
         "static_fp8": (torch.ops.specdsl.static_scaled_fp8_quant.default,
                        (x, torch.tensor([0.05], device="cuda"))),
+        "group_fp8": (torch.ops.specdsl.per_token_group_quant_fp8.default, (x,)),
+        **_fused_quant_opcheck_cases(x, weight),
     }
+
+
+def _fused_quant_opcheck_cases(x, weight):
+    """The fused FP8 epilogues' ops, one a scale mode."""
+    ops, static = torch.ops.specdsl, torch.tensor([0.05], device="cuda")
+    found = {}
+    for mode in ("dynamic", "static", "group"):
+        scale = (static,) if mode == "static" else ()
+        found[f"rms_norm_quant_{mode}"] = (
+            getattr(ops, f"rms_norm_quant_{mode}").default, (x, weight, *scale, 1e-6))
+        found[f"fused_add_rms_norm_quant_{mode}"] = (
+            getattr(ops, f"fused_add_rms_norm_quant_{mode}").default,
+            (x, randn(5, 1024, seed=4), weight, *scale, 1e-6))
+        found[f"silu_and_mul_quant_{mode}"] = (
+            getattr(ops, f"silu_and_mul_quant_{mode}").default, (randn(5, 2048, seed=5), *scale))
+    return found
 
 
 @pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm", "softmax",
                                   "rotary_embedding", "silu_and_mul", "dynamic_fp8",
-                                  "static_fp8"])
+                                  "static_fp8", "group_fp8"]
+                         + [f"{base}_{mode}" for base in ("rms_norm_quant",
+                                                          "fused_add_rms_norm_quant",
+                                                          "silu_and_mul_quant")
+                            for mode in ("dynamic", "static", "group")])
 def test_opcheck(name):
     """torch.library.opcheck passes: schema (declared mutations), fake tensors, autograd
     registration and AOT dispatch with dynamic shapes."""

@@ -8,6 +8,7 @@ from ..errors import SpecError
 
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
            "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
+           "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm",
            "check_resident", "check_resident_block"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
@@ -74,9 +75,10 @@ def threads_for(vectors: int, per_thread: int) -> int:
     return cdiv(cdiv(vectors, per_thread), 32) * 32
 
 
-def row_launch_dims(kernel: str, rows: int, block: int
+def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1
                     ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
+    """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per
+    ``rows_per_cta`` rows (the last CTA may hold fewer).
 
     Raises:
         SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
@@ -84,7 +86,44 @@ def row_launch_dims(kernel: str, rows: int, block: int
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
         raise SpecError(f"{kernel} rows = {rows!r} is invalid: expected an int from 1 "
                         f"to {MAX_GRID_X} (one CTA per row)")
-    return (rows, 1, 1), (block, 1, 1)
+    return (cdiv(rows, rows_per_cta), 1, 1), (block, 1, 1)
+
+
+#: The values ``rows_per_cta`` may take (RMSNorm, Softmax): rows a CTA reduces together.
+ROWS_PER_CTA = (1, 2, 4)
+
+
+def check_rows_per_cta(value: int, chunks: int, per_thread: int, most: int) -> None:
+    """Refuse a ``rows_per_cta`` other than 1, 2 or 4, or more rows than the registers hold
+    together: ``value`` rows of ``per_thread`` vectors a thread, at most ``most``, and
+    only rows that fit the registers (``chunks`` 1).
+
+    Raises:
+        ValueError: naming what is expected (the spec turns it into a SpecError).
+    """
+    if isinstance(value, bool) or value not in ROWS_PER_CTA:
+        raise ValueError(f"expected one of {', '.join(map(str, ROWS_PER_CTA))} rows a CTA")
+    if value > 1 and chunks > 1:
+        raise ValueError("expected 1 for rows longer than the registers hold (chunks)")
+    if value * per_thread > most:
+        raise ValueError(f"expected at most {max(1, most // per_thread)}: {value} rows of "
+                         f"{per_thread} vectors a thread exceed the {most} a thread holds")
+
+
+def check_min_ctas_per_sm(value: int | None, block: int) -> None:
+    """Refuse a ``min_ctas_per_sm`` (``.minnctapersm``) an SM of compute capability 9.0
+    cannot hold: more than 32 CTAs or 2048 threads (CUDA Programming Guide, "Compute
+    Capabilities", table of technical specifications).
+
+    Raises:
+        ValueError: naming what is expected.
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 32 \
+            or value * block > 2048:
+        raise ValueError(f"expected None or 1 to {min(32, 2048 // block)} CTAs of {block} "
+                         f"threads an SM (at most 2048 threads and 32 CTAs)")
 
 
 def check_length(elements: int) -> None:

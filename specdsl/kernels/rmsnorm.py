@@ -14,6 +14,8 @@ from ._checks import FLOAT_DTYPES, one_of
 from ._rows import (
     cdiv,
     check_length,
+    check_min_ctas_per_sm,
+    check_rows_per_cta,
     most_vectors_per_thread,
     row_block,
     row_launch_dims,
@@ -22,7 +24,8 @@ from ._rows import (
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
-__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX"]
+__all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX",
+           "ROWS_PER_CTA"]
 
 #: Most 16-byte vectors of a row one thread keeps in registers (32 registers; narrower
 #: vectors: 16 of 8 bytes, 32 of 4 or 2). A row longer than ``block`` threads hold is
@@ -30,11 +33,14 @@ __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HID
 MAX_VECTORS_PER_THREAD = 8
 #: Longest row: 2^20 elements (4 MiB of f32; the chunk loop has no limit of its own).
 MAX_HIDDEN = 2**20
+#: The ``rows_per_cta`` default: rows a CTA normalizes together (candidates 2 and 4 are
+#: timed by ``benchmarks/variants.py copy-rate``; see docs/kernels/rmsnorm.md).
+ROWS_PER_CTA = 1
 
 
 def _geometry(hidden: int, dtype: DType, block: int, fused: bool) -> tuple[int, int, int, int]:
     """(elements a vector, vectors a row, vectors a thread holds at a time, chunks a row),
-    as templates/rmsnorm.ptx.j2 computes them. A row that fits ``block`` threads at
+    as templates/norm.ptx.j2 computes them. A row that fits ``block`` threads at
     :func:`~specdsl.kernels._rows.most_vectors_per_thread` is one chunk; a longer one is
     walked in chunks of that many vectors a thread (half of it with the fused residual,
     which holds x and residual at once)."""
@@ -75,7 +81,34 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
 
 
-@kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+def _rows_geometry(spec: Any) -> tuple[int, int, int]:
+    """(vectors a thread holds of a row, most vectors of several rows a thread may hold,
+    chunks a row): several rows share the registers with the weight's vectors, so half
+    of :func:`~specdsl.kernels._rows.most_vectors_per_thread` (more spill)."""
+    lanes, _, per_thread, chunks = _geometry(spec.hidden, spec.dtype, spec.block,
+                                             spec.fused_residual)
+    return per_thread, most_vectors_per_thread(lanes, spec.dtype) // 2, chunks
+
+
+def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
+    per_thread, most, chunks = _rows_geometry(instance)
+    check_rows_per_cta(value, chunks, per_thread, most if value > 1 else per_thread)
+
+
+def _default_rows_per_cta(spec: Any) -> int:
+    """:data:`ROWS_PER_CTA`, or fewer where the registers cannot hold that many rows."""
+    if not isinstance(spec.hidden, int) or spec.hidden < 1:
+        return 1  # hidden is refused: its own validator says why
+    per_thread, most, chunks = _rows_geometry(spec)
+    fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
+    return fits[0] if chunks == 1 and fits else 1
+
+
+def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
+    check_min_ctas_per_sm(value, instance.block)
+
+
+@kernel_spec(template="rmsnorm_tuned.ptx.j2", entry="rmsnorm")
 class RMSNorm:
     """RMSNorm (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization").
 
@@ -113,6 +146,15 @@ class RMSNorm:
         fused_residual (baked): add ``residual`` first and write the sum back.
         block (baked): threads per CTA (the PTX is unrolled for it); the default comes
             from :func:`default_block`.
+        rows_per_cta (baked): rows a CTA normalizes together, 1, 2 or 4 (register-resident
+            rows only, at most 4 16-byte vectors a thread in all, beside the weight's): their sums of squares
+            meet in one CTA reduction (one barrier) and the weight is loaded once for all.
+            Default :data:`ROWS_PER_CTA` where the registers hold it, else 1.
+        min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (PTX
+            ISA "Performance-Tuning Directives"): ptxas then keeps to 65536 / (that x
+            ``block``) registers a thread; None: 1024 / ``block`` (64 registers).
+        streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
+            evict first: PTX ISA "Cache Operators") instead of ``.L1::no_allocate``.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -126,6 +168,12 @@ class RMSNorm:
     block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
+    rows_per_cta: int = baked(attrs.Factory(_default_rows_per_cta, takes_self=True),
+                              validator=_check_rows_per_cta,
+                              doc="rows a CTA normalizes together (one barrier for all)")
+    min_ctas_per_sm: int | None = baked(None, validator=_check_min_ctas,
+                                        doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
+    streaming_stores: bool = baked(False, doc="store y (and s) with st.global.cs")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: common
     #: sizes, a row of 8-byte vectors (4100), odd rows (4097, one element a vector) and
@@ -166,12 +214,13 @@ class RMSNorm:
         return _geometry(self.hidden, self.dtype, self.block, self.fused_residual)[3]
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per row.
+        """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per
+        :attr:`rows_per_cta` rows.
 
         Raises:
             SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
         """
-        return row_launch_dims("RMSNorm", rows, self.block)
+        return row_launch_dims("RMSNorm", rows, self.block, self.rows_per_cta)
 
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move: x, weight (and residual) read once, y (and s) written once."""

@@ -72,6 +72,10 @@ class RoPE:
             ``None`` means head_dim. neox with f16/bf16 needs a multiple of 4.
         theta (baked): the frequency base, greater than 1, at most 1e12.
         style (baked): ``"neox"`` or ``"gptj"``.
+        pair_heads (baked): rotate two head rows a thread with one set of sines and
+            cosines when ``q_heads`` and ``kv_heads`` are both even (half the angle work,
+            twice the bytes in flight a thread); False: one head row a thread (twice the
+            threads, each with a shorter dependent chain: for latency-bound decode).
         block (launch): threads per CTA, a multiple of 32 up to 1024.
     """
 
@@ -85,6 +89,8 @@ class RoPE:
     theta: float = baked(10000.0, validator=_theta_check, doc="frequency base")
     style: Literal["neox", "gptj"] = baked("neox", validator=_style_check,
                                            doc="neox: rotate halves; gptj: interleaved pairs")
+    pair_heads: bool = baked(True, doc="two head rows a thread (one set of sines and cosines) "
+                                       "when both head counts are even")
     block: int = launch(256, validator=block_size, doc="threads per CTA")
 
     #: the requests `specdsl verify --grid` compiles
@@ -116,8 +122,8 @@ class RoPE:
     @property
     def heads_per_thread(self) -> int:
         """Head rows one thread rotates with one set of sines and cosines: 2 when
-        q_heads and kv_heads are both even, else 1."""
-        return 2 if self.q_heads % 2 == 0 and self.kv_heads % 2 == 0 else 1
+        :attr:`pair_heads` and q_heads and kv_heads are both even, else 1."""
+        return 2 if self.pair_heads and self.q_heads % 2 == 0 and self.kv_heads % 2 == 0 else 1
 
     @property
     def tasks_per_token(self) -> int:

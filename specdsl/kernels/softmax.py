@@ -17,6 +17,8 @@ from ._rows import (
     MAX_GRID_X,
     cdiv,
     check_length,
+    check_min_ctas_per_sm,
+    check_rows_per_cta,
     most_vectors_per_thread,
     row_block,
     row_launch_dims,
@@ -26,7 +28,8 @@ from ._rows import (
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 
-__all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT"]
+__all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT",
+           "ROWS_PER_CTA"]
 
 #: Longest row (8 chunks of 1024 threads x 8 vectors would allow 524288 f16/bf16;
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
@@ -44,6 +47,10 @@ _MAX_SCALE = (2 - 2**-23) * 2.0**127 / (2 * math.log2(math.e))
 #: Most CTAs a row may be split over: the largest portable cluster (CUDA Programming
 #: Guide, "Thread Block Clusters": 8 CTAs on every device that has clusters).
 MAX_SPLIT = 8
+
+#: The ``rows_per_cta`` default (rows of one CTA, split 1): candidates 2 and 4 are timed by
+#: ``benchmarks/variants.py copy-rate`` (docs/kernels/softmax.md).
+ROWS_PER_CTA = 1
 
 
 def default_block(cols: int, dtype: DType) -> int:
@@ -121,6 +128,36 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
                          f"held in at most 8 chunks of {most} vectors a thread")
 
 
+def _resident_geometry(spec: Any) -> tuple[int, int, int]:
+    """(vectors a thread holds, most it may hold, chunks) of one CTA's part of a row."""
+    lanes = vector_elements(spec.cols, spec.dtype)
+    most = most_vectors_per_thread(lanes, spec.dtype)
+    vectors = spec.cols // spec.split // lanes
+    return min(most, cdiv(vectors, spec.block)), most, _chunks(vectors, most, spec.block)
+
+
+def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
+    per_thread, most, chunks = _resident_geometry(instance)
+    check_rows_per_cta(value, chunks, per_thread, most)
+    if value > 1 and instance.split > 1:
+        raise ValueError("expected 1 with split > 1 (a cluster shares one row)")
+
+
+def _default_rows_per_cta(spec: Any) -> int:
+    """:data:`ROWS_PER_CTA`, or fewer where the registers cannot hold that many rows (and
+    1 for split or chunked rows)."""
+    if not (isinstance(spec.cols, int) and spec.cols >= 1 and 1 <= spec.split <= MAX_SPLIT) \
+            or spec.cols % (vector_elements(spec.cols, spec.dtype) * spec.split):
+        return 1  # cols or split is refused: its own validator says why
+    per_thread, most, chunks = _resident_geometry(spec)
+    fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
+    return fits[0] if chunks == 1 and spec.split == 1 else 1
+
+
+def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
+    check_min_ctas_per_sm(value, instance.block)
+
+
 def _chunks(vectors: int, most: int, block: int) -> int:
     """Chunks of ``block`` threads x up to ``most`` vectors that cover ``vectors``."""
     return cdiv(vectors, block * min(most, cdiv(vectors, block)))
@@ -181,6 +218,12 @@ class Softmax:
             slices of whole vectors, each at most 8192 vectors. Needs sm_90 or newer.
         block (baked): threads per CTA; the default comes from :func:`default_block`
             applied to one slice (``cols / split``).
+        rows_per_cta (baked): rows a CTA takes at once, 1, 2 or 4 (register-resident
+            rows, split 1, at most 8 16-byte vectors a thread in all): their maxima meet in
+            one CTA reduction and their sums in another. Default :data:`ROWS_PER_CTA`
+            where the registers hold it, else 1.
+        min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then
+            keeps to 65536 / (that x ``block``) registers a thread; None: 1024 / ``block``.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -194,6 +237,11 @@ class Softmax:
                        doc="CTAs per row: 1, or a cluster of up to 8 sharing the row (sm_90)")
     block: int = baked(attrs.Factory(_default_block_of, takes_self=True),
                        validator=_check_block, doc="threads per CTA")
+    rows_per_cta: int = baked(attrs.Factory(_default_rows_per_cta, takes_self=True),
+                              validator=_check_rows_per_cta,
+                              doc="rows a CTA takes at once (their reductions share barriers)")
+    min_ctas_per_sm: int | None = baked(None, validator=_check_min_ctas,
+                                        doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: resident,
     #: chunked and split rows, and odd rows (one element a vector): 4097 attention scores,
@@ -230,13 +278,14 @@ class Softmax:
                        most_vectors_per_thread(self.vector, self.dtype), self.block)
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """``(grid, block)`` for ``rows`` rows: ``split`` CTAs of ``block`` threads per row.
+        """``(grid, block)`` for ``rows`` rows: ``split`` CTAs of ``block`` threads per row,
+        or one CTA per :attr:`rows_per_cta` rows.
 
         Raises:
             SpecError: ``rows`` is not an int from 1 to 2**31 - 1, or ``rows * split``
                 CTAs exceed 2**31 - 1.
         """
-        (ctas, _, _), block = row_launch_dims("Softmax", rows, self.block)
+        (ctas, _, _), block = row_launch_dims("Softmax", rows, self.block, self.rows_per_cta)
         if ctas * self.split > MAX_GRID_X:
             raise SpecError(f"Softmax rows = {rows} is invalid: expected at most "
                             f"{MAX_GRID_X // self.split} rows at split={self.split} "

@@ -8,7 +8,10 @@ namespace with a fake (meta) implementation, so a model calling them compiles wi
 * :func:`softmax` over the last dimension;
 * :func:`rotary_embedding` (``q`` and ``k`` rotated in place);
 * :func:`silu_and_mul`;
-* :func:`scaled_fp8_quant` returning ``(q, scale)``.
+* :func:`scaled_fp8_quant` and :func:`per_token_group_quant_fp8` returning ``(q, scale)``;
+* the fused FP8 epilogues :func:`rms_norm_quant`, :func:`fused_add_rms_norm_quant` and
+  :func:`silu_and_mul_quant`, returning ``(q, scale)`` with a scale a token, one static
+  scale, or a scale a group of 128.
 
 Every op takes contiguous tensors (a non-contiguous one is refused, never copied),
 treats every leading dimension as a row, allocates its outputs with torch's allocator on
@@ -29,13 +32,16 @@ if not hasattr(torch.library, "custom_op"):
 
 from . import specs
 from ._activation import silu_and_mul
+from ._fused_quant import fused_add_rms_norm_quant, rms_norm_quant, silu_and_mul_quant
 from ._norm import fused_add_rms_norm, rms_norm
-from ._quant import FP8_DTYPE, scaled_fp8_quant
+from ._quant import FP8_DTYPE, per_token_group_quant_fp8, scaled_fp8_quant
 from ._rope import rotary_embedding
 from ._runtime import executor, use_executor
 from ._softmax import softmax
 
 __all__ = [
     "rms_norm", "fused_add_rms_norm", "softmax", "rotary_embedding", "silu_and_mul",
-    "scaled_fp8_quant", "FP8_DTYPE", "executor", "use_executor", "specs",
+    "scaled_fp8_quant", "per_token_group_quant_fp8", "rms_norm_quant",
+    "fused_add_rms_norm_quant", "silu_and_mul_quant", "FP8_DTYPE", "executor", "use_executor",
+    "specs",
 ]

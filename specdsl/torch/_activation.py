@@ -12,10 +12,11 @@ __all__ = ["silu_and_mul"]
 _OP_NAME = "specdsl.torch.silu_and_mul"
 
 
-def _check(x: torch.Tensor) -> None:
-    _validate.float_tensor(_OP_NAME, "x", x)
+def check(x: torch.Tensor, op: str = _OP_NAME) -> None:
+    """``x`` holds a gate half and an up half in each row (also for silu_and_mul_quant)."""
+    _validate.float_tensor(op, "x", x)
     if x.shape[-1] % 2:
-        raise LaunchError(f"{_OP_NAME}: x has shape {tuple(x.shape)}; expected an even last "
+        raise LaunchError(f"{op}: x has shape {tuple(x.shape)}; expected an even last "
                           f"dimension (the gate half, then the up half)")
 
 
@@ -30,7 +31,7 @@ def _out(x: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("specdsl::silu_and_mul", mutates_args=())
 def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    _check(x)
+    check(x)
     _validate.on_cuda(_OP_NAME, "x", x)
     spec = _request(x)
     out = _out(x)
@@ -42,7 +43,7 @@ def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
 @_silu_and_mul.register_fake
 def _silu_and_mul_fake(x: torch.Tensor) -> torch.Tensor:
-    _check(x)
+    check(x)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _request(x)
     return _out(x)

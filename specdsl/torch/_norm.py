@@ -13,8 +13,9 @@ _RMS_NORM = "specdsl.torch.rms_norm"
 _FUSED = "specdsl.torch.fused_add_rms_norm"
 
 
-def _check(op: str, x: torch.Tensor, weight: torch.Tensor,
-           residual: torch.Tensor | None = None) -> None:
+def check(op: str, x: torch.Tensor, weight: torch.Tensor,
+          residual: torch.Tensor | None = None) -> None:
+    """The arguments of an RMSNorm op (also of the rms_norm_quant family)."""
     _validate.float_tensor(op, "x", x)
     _validate.float_tensor(op, "weight", weight)
     _validate.same_dtype(op, "weight", weight, "x", x)
@@ -42,7 +43,7 @@ def _fake_request(op: str, x: torch.Tensor, eps: float, fused: bool) -> None:
 
 @torch.library.custom_op("specdsl::rms_norm", mutates_args=())
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    _check(_RMS_NORM, x, weight)
+    check(_RMS_NORM, x, weight)
     _validate.on_cuda(_RMS_NORM, "x", x)
     spec = _request(_RMS_NORM, x, eps, False)
     out = torch.empty_like(x)
@@ -54,7 +55,7 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 @_rms_norm.register_fake
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    _check(_RMS_NORM, x, weight)
+    check(_RMS_NORM, x, weight)
     _fake_request(_RMS_NORM, x, eps, False)
     return torch.empty_like(x)
 
@@ -62,7 +63,7 @@ def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 @torch.library.custom_op("specdsl::fused_add_rms_norm", mutates_args=("residual",))
 def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                         eps: float) -> torch.Tensor:
-    _check(_FUSED, x, weight, residual)
+    check(_FUSED, x, weight, residual)
     _validate.on_cuda(_FUSED, "x", x)
     _validate.disjoint(_FUSED, "x", x, "residual", residual)
     spec = _request(_FUSED, x, eps, True)
@@ -77,7 +78,7 @@ def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
 @_fused_add_rms_norm.register_fake
 def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                              eps: float) -> torch.Tensor:
-    _check(_FUSED, x, weight, residual)
+    check(_FUSED, x, weight, residual)
     _fake_request(_FUSED, x, eps, True)
     return torch.empty_like(x)
 

@@ -1,15 +1,18 @@
 """``scaled_fp8_quant``: :class:`~specdsl.kernels.Fp8Quant` as two torch ops (dynamic
-per-token scales, one static scale), as vLLM splits it."""
+per-token scales, one static scale), as vLLM splits it; ``per_token_group_quant_fp8``: its
+per-group scales as a third. The codes' and scales' allocation is shared with the fused
+epilogues (``_fused_quant.py``)."""
 
 
 from typing import Any
 
 import torch
 
-from ..errors import LaunchError
+from ..kernels.fp8_quant import GROUP_SIZE
 from . import _runtime, _validate, specs
 
-__all__ = ["scaled_fp8_quant", "FP8_DTYPE"]
+__all__ = ["scaled_fp8_quant", "per_token_group_quant_fp8", "FP8_DTYPE", "new_codes",
+           "new_scales"]
 
 _OP_NAME = "specdsl.torch.scaled_fp8_quant"
 
@@ -20,12 +23,7 @@ FP8_DTYPE = torch.float8_e4m3fn
 def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
     _validate.float_tensor(_OP_NAME, "x", x)
     if scale is not None:
-        _validate.tensor(_OP_NAME, "scale", scale)
-        if scale.dtype != torch.float32 or scale.numel() != 1:
-            raise LaunchError(f"{_OP_NAME}: scale is a {scale.dtype} tensor of shape "
-                              f"{tuple(scale.shape)}; expected one torch.float32 value (a "
-                              f"static scale; leave scale=None for dynamic per-token scales)")
-        _validate.same_device(_OP_NAME, x=x, scale=scale)
+        _validate.static_scale(_OP_NAME, scale, x)
 
 
 def _request(x: torch.Tensor, static: bool) -> Any:
@@ -33,12 +31,18 @@ def _request(x: torch.Tensor, static: bool) -> Any:
                              x.shape[-1], x.dtype, static)
 
 
-def _codes(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty(x.shape, dtype=FP8_DTYPE, device=x.device)
+def new_codes(x: torch.Tensor, width: int | None = None) -> torch.Tensor:
+    """New FP8 codes for rows of ``x``: x's shape, or ``width`` codes a row."""
+    shape = x.shape if width is None else (*x.shape[:-1], width)
+    return torch.empty(shape, dtype=FP8_DTYPE, device=x.device)
 
 
-def _scales(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
+def new_scales(x: torch.Tensor, mode: str = "dynamic", width: int | None = None) -> torch.Tensor:
+    """New float32 scales for rows of ``x`` (of ``width`` elements, x's last dimension if
+    None): ``[..., 1]`` a token (``"dynamic"``), ``[..., width / 128]`` a group (``"group"``)."""
+    count = (x.shape[-1] if width is None else width) // GROUP_SIZE if mode == "group" else 1
+    return torch.empty((*x.shape[:-1], count), dtype=torch.float32, device=x.device)
+
 
 
 def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,9 +52,9 @@ def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor
     _check(x, scale)
     _validate.on_cuda(_OP_NAME, "x", x)
     spec = _request(x, static)
-    q = _codes(x)
+    q = new_codes(x)
     if scale is None:
-        scale = _scales(x)
+        scale = new_scales(x)
     tokens = x.numel() // x.shape[-1]
     if tokens:
         _runtime.launch(spec, (x, q, scale), spec.launch_dims(tokens), x.device)
@@ -71,7 +75,7 @@ def _dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 @_dynamic.register_fake
 def _dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _fake_check(x, None)
-    return _codes(x), _scales(x)
+    return new_codes(x), new_scales(x)
 
 
 @torch.library.custom_op("specdsl::static_scaled_fp8_quant", mutates_args=())
@@ -82,7 +86,7 @@ def _static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 @_static.register_fake
 def _static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     _fake_check(x, scale)
-    return _codes(x)
+    return new_codes(x)
 
 
 _DYNAMIC_OP = torch.ops.specdsl.dynamic_per_token_scaled_fp8_quant.default
@@ -130,3 +134,63 @@ def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
         codes, scales = _DYNAMIC_OP(x)
         return codes, scales
     return _STATIC_OP(x, scale), scale
+
+
+_GROUP_NAME = "specdsl.torch.per_token_group_quant_fp8"
+
+
+def _group_request(x: torch.Tensor) -> Any:
+    return _validate.request(_GROUP_NAME, "x", x, specs.per_token_group_quant_fp8,
+                             x.shape[-1], x.dtype)
+
+
+@torch.library.custom_op("specdsl::per_token_group_quant_fp8", mutates_args=())
+def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    _validate.float_tensor(_GROUP_NAME, "x", x)
+    _validate.on_cuda(_GROUP_NAME, "x", x)
+    spec = _group_request(x)
+    q, scale = new_codes(x), new_scales(x, "group")
+    tokens = x.numel() // x.shape[-1]
+    if tokens:
+        _runtime.launch(spec, (x, q, scale), spec.launch_dims(tokens), x.device)
+    return q, scale
+
+
+@_group.register_fake
+def _group_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    _validate.float_tensor(_GROUP_NAME, "x", x)
+    if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
+        _group_request(x)
+    return new_codes(x), new_scales(x, "group")
+
+
+_GROUP_OP = torch.ops.specdsl.per_token_group_quant_fp8.default
+
+
+def per_token_group_quant_fp8(x: torch.Tensor, group_size: int = GROUP_SIZE
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize ``x`` to FP8 E4M3 codes with one f32 scale a group of 128 elements along
+    each row (DeepSeek-V3's 1 x 128 activation tiles), as vLLM's ``per_token_group_quant_fp8``
+    (row-major scales, ``eps`` 1e-10): ``scale[..., g] = max(max |x[..., 128 g : 128 g +
+    128]|, 1e-10) / 448`` and ``q = saturate(x * (1 / scale))``, launching
+    :class:`~specdsl.kernels.Fp8Quant` with ``scale_mode="group"`` (op
+    ``torch.ops.specdsl.per_token_group_quant_fp8``). DeepGEMM wants the scales
+    column-major: transpose them.
+
+    Args:
+        x: ``[..., hidden]``, contiguous, on a CUDA device; f32, f16 or bf16; ``hidden`` a
+            multiple of 128. Every leading dimension is a token.
+        group_size: 128, the only group the kernel has.
+
+    Returns:
+        ``(q, scale)``: ``q`` a new ``torch.float8_e4m3fn`` tensor of x's shape; ``scale`` a
+        new float32 tensor ``x.shape[:-1] + (hidden / 128,)``.
+
+    Raises:
+        LaunchError: a wrong dtype or device, or a non-contiguous ``x``.
+        SpecError: a ``group_size`` other than 128, or a row length the kernel does not
+            take (not a multiple of 128).
+    """
+    _validate.scale_mode(_GROUP_NAME, None, group_size)
+    codes, scales = _GROUP_OP(x)
+    return codes, scales

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 import torch
 
 from ..errors import LaunchError, SpecError
+from ..kernels.fp8_quant import GROUP_SIZE
 
 __all__ = ["FLOAT_DTYPES", "float_tensor", "same_dtype", "same_device", "on_cuda",
-           "disjoint", "concrete", "request"]
+           "disjoint", "concrete", "request", "static_scale", "scale_mode"]
 
 #: The element types of the built-in kernels' activations.
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -59,6 +60,35 @@ def same_dtype(op: str, name: str, t: torch.Tensor, like: str, ref: torch.Tensor
     if t.dtype != ref.dtype:
         raise LaunchError(f"{op}: {name} has dtype {t.dtype}; expected {ref.dtype}, the "
                           f"dtype of {like}")
+
+
+def static_scale(op: str, scale: Any, x: torch.Tensor) -> None:
+    """``scale`` is one float32 value (a static FP8 scale) on ``x``'s device."""
+    tensor(op, "scale", scale)
+    if scale.dtype != torch.float32 or scale.numel() != 1:
+        raise LaunchError(f"{op}: scale is a {scale.dtype} tensor of shape "
+                          f"{tuple(scale.shape)}; expected one torch.float32 value (a "
+                          f"static scale; leave scale=None for dynamic per-token scales)")
+    same_device(op, x=x, scale=scale)
+
+
+def scale_mode(op: str, scale: Any, group_size: Any) -> str:
+    """The FP8 scale mode a call asks for: ``"static"`` (a ``scale`` given), ``"group"``
+    (``group_size`` given: 128, DeepSeek-V3's 1 x 128 tiles) or ``"dynamic"`` (neither).
+
+    Raises:
+        LaunchError: both given.
+        SpecError: a ``group_size`` other than 128.
+    """
+    if group_size is None:
+        return "dynamic" if scale is None else "static"
+    if scale is not None:
+        raise LaunchError(f"{op}: scale and group_size are both given; expected one of them: "
+                          f"a static scale, or group_size={GROUP_SIZE} for a scale a group")
+    if isinstance(group_size, bool) or group_size != GROUP_SIZE:
+        raise SpecError(f"{op}: group_size = {group_size!r} is invalid: expected {GROUP_SIZE} "
+                        f"(one scale a group of {GROUP_SIZE} elements) or None")
+    return "group"
 
 
 def same_device(op: str, **tensors: torch.Tensor | None) -> None:

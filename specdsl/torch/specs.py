@@ -28,11 +28,12 @@ import torch
 
 from .._spec.dtype import DType
 from ..errors import SpecError
-from ..kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
+from ..kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
 from ..kernels.softmax import suggested_split
 
 __all__ = ["DTYPES", "dtype_of", "rms_norm", "softmax", "softmax_split", "rotary_embedding",
-           "silu_and_mul", "scaled_fp8_quant"]
+           "silu_and_mul", "scaled_fp8_quant", "per_token_group_quant_fp8", "rms_norm_quant",
+           "silu_and_mul_quant"]
 
 #: torch dtype -> specdsl DType of the activations the kernels take.
 DTYPES = {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16}
@@ -107,3 +108,30 @@ def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool) -> Fp8Quant:
     or (``static``) one f32 scale read from device memory at launch."""
     return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden,
                     scale_mode="static_param" if static else "dynamic")
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype) -> Fp8Quant:
+    """The :class:`~specdsl.kernels.Fp8Quant` for rows of ``hidden``, one scale a group of
+    128 elements (``scale_mode="group"``)."""
+    return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden, scale_mode="group")
+
+
+#: The scale modes of the fused FP8 epilogues (the kernels refuse other names).
+_Mode = Literal["dynamic", "static", "group"]
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: bool,
+                   scale_mode: str) -> RMSNormQuant:
+    """The :class:`~specdsl.kernels.RMSNormQuant` for rows of ``hidden``, with scales of
+    ``scale_mode`` (``"dynamic"``, ``"static"`` or ``"group"``)."""
+    return RMSNormQuant(hidden=hidden, eps=eps, dtype=dtype_of(dtype),
+                        fused_residual=fused_residual, scale_mode=cast(_Mode, scale_mode))
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str) -> SiluMulQuant:
+    """The :class:`~specdsl.kernels.SiluMulQuant` for rows of ``2 * d`` inputs, ``d`` codes,
+    with scales of ``scale_mode``."""
+    return SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=cast(_Mode, scale_mode))

@@ -1,0 +1,218 @@
+"""Benchmark cases of the fused FP8 epilogues (bf16 in, e4m3 out) for ``benchmarks/kernels.py``.
+
+Each fused kernel runs beside the unfused specdsl pair it replaces (the ``unfused`` column:
+both launches, the intermediate ``y`` written and read back through device memory, with the
+same codes) and beside ``torch.compile`` and torch eager of the same math:
+
+* RMSNormQuant, RMSNormQuant+residual: hidden 4096 and 7168 (DeepSeek-V3), each scale mode
+  (dynamic per token, static, groups of 128); unfused: RMSNorm then Fp8Quant.
+* SiluMulQuant: d 14336 (Llama 3 8B/70B's MLP) and 18432 (DeepSeek-V3's), each mode;
+  unfused: SiluMul then Fp8Quant.
+* Fp8Quant-group: per-group scales alone (vLLM's ``per_token_group_quant_fp8``), hidden 7168
+  and 18432.
+
+Tokens 16 and 16384 (``--quick`` keeps the first series of each). These groups are opt-in
+(:data:`OPT_IN`): name them with ``--kernels``, e.g. ``--kernels RMSNormQuant,SiluMulQuant``;
+the default run leaves them out to stay near 4 minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from harness import BenchCase, Impl, Launcher, from_bits, host, to_bits
+
+from specdsl import DType
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
+from specdsl.kernels import fp8_quant as fp8_quant_module
+from specdsl.kernels import rmsnorm_quant as rmsnorm_quant_module
+from specdsl.kernels import silu_mul_quant as silu_mul_quant_module
+from specdsl.kernels.fp8_quant import E4M3_MAX, GROUP_EPS, GROUP_SIZE, MIN_SCALE
+
+#: The kernels this module's cases time (``--kernels`` names).
+KERNELS = ("RMSNormQuant", "RMSNormQuant+residual", "SiluMulQuant", "Fp8Quant-group")
+#: Only run where ``--kernels`` names them.
+OPT_IN = True
+TOKENS = (16, 16384)
+NORM_HIDDEN = (4096, 7168)
+SILU_D = (14336, 18432)
+GROUP_HIDDEN = (7168, 18432)
+MODES = ("dynamic", "static", "group")
+EPS = 1e-6
+#: The static scale the cases pass: N(0, 1)-ish rows (RMSNorm's y, SiluMul of N(0, 4))
+#: stay well under 448 * STATIC_SCALE, so few codes saturate.
+STATIC_SCALE = 0.05
+
+
+def quantize_torch(torch: Any, y: Any, mode: str, static: Any = None) -> tuple:
+    """What an inference stack does in torch after the op: codes ``q`` (float8_e4m3fn) and
+    the scales of ``mode`` (per token ``[tokens]``, per group ``[tokens, width / 128]``;
+    static: none returned), dividing by the scale as vLLM's torch fallbacks do."""
+    x = y.float()
+    if mode == "static":
+        return ((x / static).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn),)
+    if mode == "group":
+        groups = x.view(x.shape[0], -1, GROUP_SIZE)
+        scale = groups.abs().amax(dim=-1).clamp(min=GROUP_EPS) / E4M3_MAX
+        q = (groups / scale[..., None]).clamp(-E4M3_MAX, E4M3_MAX).view(x.shape)
+        return q.to(torch.float8_e4m3fn), scale
+    scale = (x.abs().amax(dim=-1, keepdim=True) / E4M3_MAX).clamp(min=MIN_SCALE)
+    q = (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return q, scale.squeeze(-1)
+
+
+def _outputs(torch: Any, tokens: int, width: int, mode: str) -> tuple:
+    """Fresh ``q`` and scale tensors for ``mode`` (static: the one f32 scale, an input)."""
+    q = torch.empty(tokens, width, dtype=torch.float8_e4m3fn, device="cuda")
+    if mode == "static":
+        return q, torch.tensor([STATIC_SCALE], dtype=torch.float32, device="cuda")
+    shape = (tokens, width // GROUP_SIZE) if mode == "group" else (tokens,)
+    return q, torch.empty(shape, dtype=torch.float32, device="cuda")
+
+
+def _picked_outputs(q: Any, scale: Any, mode: str) -> tuple:
+    """The outputs a case checks: the codes, and the scales unless they are the input."""
+    return (q,) if mode == "static" else (q, scale)
+
+
+def _quant_spec(hidden: int, mode: str) -> Fp8Quant:
+    """The Fp8Quant request of an unfused pair's second launch."""
+    return Fp8Quant(hidden=hidden, dtype="bf16",
+                    scale_mode="static_param" if mode == "static" else mode)
+
+
+def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
+             mode: str) -> Impl:
+    """``first`` (RMSNorm or SiluMul: its inputs, then ``y``, then the row count) and then
+    Fp8Quant of ``y``, through a ``y`` ``[tokens, width]`` allocated outside the timed call."""
+    launcher = Launcher(torch)
+    grid_a, block_a = first.launch_dims(tokens)
+    grid_b, block_b = second.launch_dims(tokens)
+    rows = np.uint32(tokens)
+
+    def prepare(inputs: tuple) -> tuple:
+        x = inputs[0]
+        return (*inputs, torch.empty(tokens, width, dtype=x.dtype, device=x.device))
+
+    def run(*args: Any) -> tuple:
+        *first_inputs, q, scale, y = args
+        launcher.launch(first, *first_inputs, y, rows, grid=grid_a, block=block_a)
+        launcher.launch(second, y, q, scale, grid=grid_b, block=block_b)
+        return _picked_outputs(q, scale, mode)
+    return Impl(prepare=prepare, run=run)
+
+
+def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str) -> BenchCase:
+    spec = RMSNormQuant(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused,
+                        scale_mode=mode)
+    plain = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused, block=spec.block)
+    grid, block = spec.launch_dims(tokens)
+    rows = np.uint32(tokens)
+    eps32 = float(np.float32(EPS))
+
+    def make_inputs() -> tuple:
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        weight = torch.randn(hidden, dtype=torch.bfloat16, device="cuda") * 0.5 + 1
+        residual = (torch.randn_like(x),) if fused else ()
+        return (x, *residual, weight, *_outputs(torch, tokens, hidden, mode))
+
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
+        launcher.launch(spec, *inputs, rows, grid=grid, block=block)
+        return _picked_outputs(inputs[-2], inputs[-1], mode)
+
+    def run_torch(*args: Any) -> tuple:
+        x, *rest = args
+        if fused:
+            residual, weight, static = rest
+            x = x + residual
+        else:
+            weight, static = rest
+        y = torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
+        return quantize_torch(torch, y, mode, static)
+
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        x = host(inputs[0], picks)
+        if fused:  # s = x + residual, rounded to bf16 once (as the kernel and torch do)
+            x = from_bits(to_bits(x + host(inputs[1], picks), DType.BF16), DType.BF16)
+        quotient, scales, _ = rmsnorm_quant_module.reference(
+            x, host(inputs[-3]), eps32, spec.dtype, mode, STATIC_SCALE)
+        return (quotient,) if mode == "static" else (quotient, scales)
+
+    unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode),  # noqa: E731
+                               tokens, hidden, mode)
+    return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
+                     tokens=tokens, series=f"hidden={hidden} {mode}",
+                     bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
+                     run_specdsl=run_specdsl, run_torch=run_torch,
+                     torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,
+                     peers={"unfused": unfused},
+                     tolerance=rmsnorm_quant_module.example(spec, np.random.default_rng(0),
+                                                            rows=2).tolerance)
+
+
+def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
+    spec = SiluMulQuant(d=d, dtype="bf16", scale_mode=mode)
+    grid, block = spec.launch_dims(tokens)
+    count = np.uint32(tokens)
+
+    def make_inputs() -> tuple:
+        x = torch.randn(tokens, 2 * d, dtype=torch.bfloat16, device="cuda") * 2
+        return (x, *_outputs(torch, tokens, d, mode))
+
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
+        launcher.launch(spec, *inputs, count, grid=grid, block=block)
+        return _picked_outputs(inputs[1], inputs[2], mode)
+
+    def run_torch(x: Any, static: Any) -> tuple:
+        y = torch.nn.functional.silu(x[:, :d]) * x[:, d:]
+        return quantize_torch(torch, y, mode, static)
+
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        quotient, scales, _ = silu_mul_quant_module.reference(
+            host(inputs[0], picks), d, spec.dtype, mode, STATIC_SCALE)
+        return (quotient,) if mode == "static" else (quotient, scales)
+
+    unfused = lambda: _unfused(torch, SiluMul(d=d, dtype="bf16"),  # noqa: E731
+                               _quant_spec(d, mode), tokens, d, mode)
+    return BenchCase(kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
+                     bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
+                     run_specdsl=run_specdsl, run_torch=run_torch,
+                     torch_args=lambda inputs: (inputs[0], inputs[2]), expected=expected,
+                     peers={"unfused": unfused},
+                     tolerance=silu_mul_quant_module.example(spec, np.random.default_rng(0),
+                                                             tokens=2).tolerance)
+
+
+def _fp8_group(torch: Any, tokens: int, hidden: int) -> BenchCase:
+    spec = Fp8Quant(hidden=hidden, dtype="bf16", scale_mode="group")
+    grid, block = spec.launch_dims(tokens)
+
+    def make_inputs() -> tuple:
+        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
+        return (x, *_outputs(torch, tokens, hidden, "group"))
+
+    def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
+        launcher.launch(spec, *inputs, grid=grid, block=block)
+        return inputs[1], inputs[2]
+
+    def expected(inputs: tuple, picks: Any) -> tuple:
+        return fp8_quant_module.group_reference(host(inputs[0], picks))
+
+    return BenchCase(kernel="Fp8Quant-group", tokens=tokens, series=f"hidden={hidden}",
+                     bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
+                     run_specdsl=run_specdsl,
+                     run_torch=lambda x: quantize_torch(torch, x, "group"),
+                     torch_args=lambda inputs: inputs[:1], expected=expected,
+                     tolerance=fp8_quant_module.example(spec, np.random.default_rng(0),
+                                                        tokens=2).tolerance)
+
+
+def cases(torch: Any) -> list[BenchCase]:
+    """The fused epilogues' cases (no device work until a case runs)."""
+    found = [_rmsnorm_quant(torch, t, h, fused, mode) for fused in (False, True)
+             for h in NORM_HIDDEN for mode in MODES for t in TOKENS]
+    found += [_silu_mul_quant(torch, t, d, mode) for d in SILU_D for mode in MODES
+              for t in TOKENS]
+    found += [_fp8_group(torch, t, h) for h in GROUP_HIDDEN for t in TOKENS]
+    return found

@@ -1,0 +1,310 @@
+"""The fused FP8 epilogues as torch ops: ``rms_norm_quant``, ``fused_add_rms_norm_quant``
+(:class:`~specdsl.kernels.RMSNormQuant`) and ``silu_and_mul_quant``
+(:class:`~specdsl.kernels.SiluMulQuant`), each as three ops, one a scale mode (dynamic per
+token, static, per group of 128), as ``scaled_fp8_quant`` splits its modes."""
+
+from typing import Any
+
+import torch
+
+from . import _activation, _norm, _runtime, _validate, specs
+from ._quant import new_codes, new_scales
+
+__all__ = ["rms_norm_quant", "fused_add_rms_norm_quant", "silu_and_mul_quant"]
+
+_RMS = "specdsl.torch.rms_norm_quant"
+_FUSED = "specdsl.torch.fused_add_rms_norm_quant"
+_SILU = "specdsl.torch.silu_and_mul_quant"
+
+
+def _norm_request(op: str, x: torch.Tensor, eps: float, fused: bool, mode: str) -> Any:
+    return _validate.request(op, "x", x, specs.rms_norm_quant, x.shape[-1], eps, x.dtype,
+                             fused, mode)
+
+
+def _norm_checks(op: str, x: torch.Tensor, residual: torch.Tensor | None,
+                 weight: torch.Tensor, scale: torch.Tensor | None) -> None:
+    _norm.check(op, x, weight, residual)
+    if scale is not None:
+        _validate.static_scale(op, scale, x)
+
+
+def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
+                weight: torch.Tensor, eps: float, scale: torch.Tensor | None,
+                mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The real implementation of the six RMSNorm ops: ``(q, scale)``."""
+    _norm_checks(op, x, residual, weight, scale)
+    _validate.on_cuda(op, "x", x)
+    if residual is not None:
+        _validate.disjoint(op, "x", x, "residual", residual)
+    spec = _norm_request(op, x, eps, residual is not None, mode)
+    q = new_codes(x)
+    if scale is None:  # given exactly in static mode
+        scale = new_scales(x, mode)
+    rows = x.numel() // x.shape[-1]
+    if rows:
+        inputs = (x, weight) if residual is None else (x, residual, weight)
+        _runtime.launch(spec, (*inputs, q, scale, rows), spec.launch_dims(rows), x.device)
+    return q, scale
+
+
+def _norm_fake(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+               eps: float, scale: torch.Tensor | None, mode: str
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fake implementation: the same checks, then outputs shaped as the real ones
+    (the static ops return the codes alone)."""
+    _norm_checks(op, x, residual, weight, scale)
+    if _validate.concrete(x.shape[-1], eps):  # trace time: refuse what a call would refuse
+        _norm_request(op, x, eps, residual is not None, mode)
+    return new_codes(x), new_scales(x, mode) if scale is None else scale
+
+
+@torch.library.custom_op("specdsl::rms_norm_quant_dynamic", mutates_args=())
+def _rms_dynamic(x: torch.Tensor, weight: torch.Tensor, eps: float
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_quant(_RMS, x, None, weight, eps, None, "dynamic")
+
+
+@_rms_dynamic.register_fake
+def _rms_dynamic_fake(x: torch.Tensor, weight: torch.Tensor, eps: float
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_fake(_RMS, x, None, weight, eps, None, "dynamic")
+
+
+@torch.library.custom_op("specdsl::rms_norm_quant_static", mutates_args=())
+def _rms_static(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                eps: float) -> torch.Tensor:
+    return _norm_quant(_RMS, x, None, weight, eps, scale, "static")[0]
+
+
+@_rms_static.register_fake
+def _rms_static_fake(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                     eps: float) -> torch.Tensor:
+    return _norm_fake(_RMS, x, None, weight, eps, scale, "static")[0]
+
+
+@torch.library.custom_op("specdsl::rms_norm_quant_group", mutates_args=())
+def _rms_group(x: torch.Tensor, weight: torch.Tensor, eps: float
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_quant(_RMS, x, None, weight, eps, None, "group")
+
+
+@_rms_group.register_fake
+def _rms_group_fake(x: torch.Tensor, weight: torch.Tensor, eps: float
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_fake(_RMS, x, None, weight, eps, None, "group")
+
+
+@torch.library.custom_op("specdsl::fused_add_rms_norm_quant_dynamic", mutates_args=("residual",))
+def _fused_dynamic(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_quant(_FUSED, x, residual, weight, eps, None, "dynamic")
+
+
+@_fused_dynamic.register_fake
+def _fused_dynamic_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                        eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_fake(_FUSED, x, residual, weight, eps, None, "dynamic")
+
+
+@torch.library.custom_op("specdsl::fused_add_rms_norm_quant_static", mutates_args=("residual",))
+def _fused_static(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                  scale: torch.Tensor, eps: float) -> torch.Tensor:
+    return _norm_quant(_FUSED, x, residual, weight, eps, scale, "static")[0]
+
+
+@_fused_static.register_fake
+def _fused_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       scale: torch.Tensor, eps: float) -> torch.Tensor:
+    return _norm_fake(_FUSED, x, residual, weight, eps, scale, "static")[0]
+
+
+@torch.library.custom_op("specdsl::fused_add_rms_norm_quant_group", mutates_args=("residual",))
+def _fused_group(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_quant(_FUSED, x, residual, weight, eps, None, "group")
+
+
+@_fused_group.register_fake
+def _fused_group_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return _norm_fake(_FUSED, x, residual, weight, eps, None, "group")
+
+
+def _silu_request(x: torch.Tensor, mode: str) -> Any:
+    return _validate.request(_SILU, "x", x, specs.silu_and_mul_quant, x.shape[-1] // 2,
+                             x.dtype, mode)
+
+
+def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
+    _activation.check(x, _SILU)
+    if scale is not None:
+        _validate.static_scale(_SILU, scale, x)
+
+
+def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The real implementation of the three SwiGLU ops: ``(q, scale)``, ``q`` ``[..., d]``."""
+    _silu_checks(x, scale)
+    _validate.on_cuda(_SILU, "x", x)
+    spec = _silu_request(x, mode)
+    d = x.shape[-1] // 2
+    q = new_codes(x, d)
+    if scale is None:  # given exactly in static mode
+        scale = new_scales(x, mode, d)
+    tokens = x.numel() // x.shape[-1]
+    if tokens:
+        _runtime.launch(spec, (x, q, scale, tokens), spec.launch_dims(tokens), x.device)
+    return q, scale
+
+
+def _silu_fake(x: torch.Tensor, scale: torch.Tensor | None, mode: str
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fake implementation (the static op returns the codes alone)."""
+    _silu_checks(x, scale)
+    if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
+        _silu_request(x, mode)
+    d = x.shape[-1] // 2
+    return new_codes(x, d), new_scales(x, mode, d) if scale is None else scale
+
+
+@torch.library.custom_op("specdsl::silu_and_mul_quant_dynamic", mutates_args=())
+def _silu_dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _silu_quant(x, None, "dynamic")
+
+
+@_silu_dynamic.register_fake
+def _silu_dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _silu_fake(x, None, "dynamic")
+
+
+@torch.library.custom_op("specdsl::silu_and_mul_quant_static", mutates_args=())
+def _silu_static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return _silu_quant(x, scale, "static")[0]
+
+
+@_silu_static.register_fake
+def _silu_static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return _silu_fake(x, scale, "static")[0]
+
+
+@torch.library.custom_op("specdsl::silu_and_mul_quant_group", mutates_args=())
+def _silu_group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _silu_quant(x, None, "group")
+
+
+@_silu_group.register_fake
+def _silu_group_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _silu_fake(x, None, "group")
+
+
+_OPS = torch.ops.specdsl
+
+
+def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                   scale: torch.Tensor | None = None, group_size: int | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """RMSNorm of each row of ``x``, then FP8 E4M3 codes of the result, in one kernel.
+
+    ``y = x / sqrt(mean(x^2) + eps) * weight`` rounded to x's dtype (as :func:`rms_norm`
+    writes it), then ``q = saturate(y * (1 / scale))``, launching
+    :class:`~specdsl.kernels.RMSNormQuant`: the codes and scales are bit for bit those of
+    :func:`rms_norm` followed by :func:`scaled_fp8_quant` (or
+    :func:`per_token_group_quant_fp8`), without ``y`` going through device memory.
+
+    * neither ``scale`` nor ``group_size``: a scale a token, ``max(max |y| / 448, 2^-126)``,
+      returned ``[..., 1]`` (op ``specdsl::rms_norm_quant_dynamic``);
+    * ``scale`` (one float32 value on x's device, read at launch): static, returned as given
+      (op ``specdsl::rms_norm_quant_static``; vLLM's ``rms_norm_static_fp8_quant``);
+    * ``group_size=128``: a scale a group of 128, ``max(amax, 1e-10) / 448``, returned
+      ``[..., hidden / 128]`` row-major (op ``specdsl::rms_norm_quant_group``).
+
+    Args:
+        x: ``[..., hidden]``, contiguous, on a CUDA device; f32, f16 or bf16; at most 65536
+            f16/bf16 elements a row (32768 f32 or odd lengths): the row stays in registers.
+        weight: ``[hidden]``, x's dtype and device.
+        eps: added to the mean square; a float > 0.
+        scale: None, or a static scale as above.
+        group_size: None, or 128 for per-group scales (``hidden`` a multiple of 128).
+
+    Returns:
+        ``(q, scale)``: ``q`` a new ``torch.float8_e4m3fn`` tensor of x's shape, and the
+        scales (new float32) or the static scale given.
+
+    Raises:
+        LaunchError: a wrong dtype, shape or device, a non-contiguous tensor, a ``scale``
+            that is not one float32 value, or both ``scale`` and ``group_size``.
+        SpecError: a row length or ``eps`` the kernel does not take, or a ``group_size``
+            other than 128.
+    """
+    mode = _validate.scale_mode(_RMS, scale, group_size)
+    if scale is not None:  # mode "static"
+        return _OPS.rms_norm_quant_static.default(x, weight, scale, eps), scale
+    codes, scales = getattr(_OPS, f"rms_norm_quant_{mode}").default(x, weight, eps)
+    return codes, scales
+
+
+def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                             eps: float, scale: torch.Tensor | None = None,
+                             group_size: int | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``residual += x`` (in place), then :func:`rms_norm_quant` of the new ``residual``.
+
+    As :func:`fused_add_rms_norm` (the sum rounded to the dtype once, written into
+    ``residual``), with the FP8 codes of the normalized sum instead of the sum itself:
+    vLLM's ``fused_add_rms_norm_static_fp8_quant`` for a static ``scale``; a scale a token
+    or a group of 128 otherwise (ops ``specdsl::fused_add_rms_norm_quant_dynamic``,
+    ``_static``, ``_group``; each declares that it mutates ``residual``).
+
+    Args:
+        x: ``[..., hidden]``, contiguous, on a CUDA device; f32, f16 or bf16.
+        residual: x's shape, dtype and device, contiguous; overwritten with ``x + residual``.
+            It must not overlap ``x``.
+        weight, eps, scale, group_size: as :func:`rms_norm_quant`.
+
+    Returns:
+        ``(q, scale)`` as :func:`rms_norm_quant`.
+
+    Raises:
+        LaunchError: as :func:`rms_norm_quant`, or ``x`` and ``residual`` overlapping.
+        SpecError: as :func:`rms_norm_quant`.
+    """
+    mode = _validate.scale_mode(_FUSED, scale, group_size)
+    if scale is not None:  # mode "static"
+        return _OPS.fused_add_rms_norm_quant_static.default(x, residual, weight, scale,
+                                                            eps), scale
+    codes, scales = getattr(_OPS, f"fused_add_rms_norm_quant_{mode}").default(x, residual,
+                                                                              weight, eps)
+    return codes, scales
+
+
+def silu_and_mul_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
+                       group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The SwiGLU gate, then FP8 E4M3 codes of it, in one kernel: the codes and scales of
+    :func:`silu_and_mul` followed by :func:`scaled_fp8_quant` (or
+    :func:`per_token_group_quant_fp8`), bit for bit, without ``silu(gate) * up`` going
+    through device memory (:class:`~specdsl.kernels.SiluMulQuant`; vLLM's
+    ``silu_and_mul_quant`` for a static ``scale``). Modes as :func:`rms_norm_quant` (ops
+    ``specdsl::silu_and_mul_quant_dynamic``, ``_static``, ``_group``).
+
+    Args:
+        x: ``[..., 2 * d]``, contiguous, on a CUDA device; f32, f16 or bf16: the gate
+            projection, then the up projection, in each row; at most 65536 f16/bf16
+            outputs a row (32768 f32).
+        scale: None, or a static scale (one float32 value on x's device).
+        group_size: None, or 128 for per-group scales (``d`` a multiple of 128).
+
+    Returns:
+        ``(q, scale)``: ``q`` a new ``torch.float8_e4m3fn`` tensor ``[..., d]``, and the
+        scales (``[..., 1]`` or ``[..., d / 128]`` float32) or the static scale given.
+
+    Raises:
+        LaunchError: a wrong dtype or device, an odd last dimension, a non-contiguous
+            tensor, a bad ``scale``, or both ``scale`` and ``group_size``.
+        SpecError: a ``d`` the kernel does not take, or a ``group_size`` other than 128.
+    """
+    mode = _validate.scale_mode(_SILU, scale, group_size)
+    if scale is not None:  # mode "static"
+        return _OPS.silu_and_mul_quant_static.default(x, scale), scale
+    codes, scales = getattr(_OPS, f"silu_and_mul_quant_{mode}").default(x)
+    return codes, scales
