@@ -220,7 +220,8 @@ def test_cache_folder_that_is_a_file_is_a_warning(tmp_path):
     """SPECDSL_CACHE_DIR naming a file: a warning, no cache, rendering works."""
     path = tmp_path / "file"
     path.write_text("x")
-    with pytest.warns(CacheWarning, match="is not a folder; carrying on without the cache"), _store_at(path) as s:
+    with pytest.warns(CacheWarning, match="is not a folder; carrying on without the cache"), \
+            _store_at(path) as s:
         assert s is None
 
 
