@@ -10,7 +10,7 @@ import linecache
 import sys
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,7 +42,8 @@ from .fields import (
     role_of,
 )
 
-__all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values"]
+__all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values",
+           "did_you_mean"]
 
 T = TypeVar("T", bound=type)
 
@@ -250,17 +251,22 @@ def _refuse_call(cls: type, n_positional: int, extra: tuple[Any, ...], unknown: 
             f"({', '.join(by_position)}), got {n_positional + len(extra)}; name them: "
             f"{owner}({by_position[0] if by_position else 'field'}=...)")
     if unknown:
-        hints = [difflib.get_close_matches(k, names, n=1) for k in unknown]
-        guess = "".join(f"; did you mean {h[0]!r}?" for h in hints if h)
         raise SpecArgumentError(
             f"{owner} has no field {', '.join(map(repr, unknown))} (fields: "
-            f"{', '.join(names)}){guess}")
+            f"{', '.join(names)}){did_you_mean(unknown, names)}")
     roles = {n: role_of(f) for f, n in zip(fields, names, strict=True)}
     missing = [n for n, value in required.items() if value is _MISSING]
     raise SpecArgumentError(
         f"{owner} is missing required field(s) "
         f"{', '.join(f'{n!r} ({roles[n]})' for n in missing)} (no default): write "
         f"{owner}({', '.join(f'{n}=...' for n in missing)})")
+
+
+def did_you_mean(unknown: Iterable[str], names: Sequence[str]) -> str:
+    """``"; did you mean 'hidden'?"`` for each unknown name close to one of ``names``
+    (:func:`difflib.get_close_matches`), or ``""``."""
+    hints = [difflib.get_close_matches(name, names, n=1) for name in unknown]
+    return "".join(f"; did you mean {hint[0]!r}?" for hint in hints if hint)
 
 
 def _search_path(cls: type, template_dir: str | Path | None) -> tuple[str, ...]:
