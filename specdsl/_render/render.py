@@ -23,7 +23,7 @@ _TARGET = re.compile(r"^\s*\.target\s", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
+def render_context(spec: Any, target: Target | str | int = "sm_90") -> dict[str, Any]:
     """The variables a template sees: the baked fields, ``target`` and ``entry``.
 
     Launch fields are deliberately absent: a template cannot depend on them.
@@ -35,7 +35,7 @@ def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
     return context
 
 
-def render(spec: Any, target: Target | str = "sm_90") -> str:
+def render(spec: Any, target: Target | str | int = "sm_90") -> str:
     """Render the PTX module text of ``spec`` for ``target``.
 
     The result is deterministic: the same text for equal requests and targets in
