@@ -43,7 +43,7 @@ from .fields import (
 )
 
 __all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values",
-           "did_you_mean"]
+           "did_you_mean", "LAUNCH_NOT_IN_PTX"]
 
 T = TypeVar("T", bound=type)
 
@@ -330,15 +330,22 @@ _CONVERTER: type | None = getattr(attrs, "Converter", None)
 def _check_names(owner: str, template: str, facts: TemplateFacts,
                  baked_names: tuple[str, ...], launch_names: tuple[str, ...]) -> None:
     for variable in sorted(facts.names):
+        readers = facts.read_by(variable) or (template,)
+        where = (f"template {template!r}" if readers == (template,) else
+                 f"template {' and '.join(map(repr, readers))} (reached from {template!r})")
         if variable in launch_names:
             raise SpecDefinitionError(
-                f"{owner}: template {template!r} reads launch field {variable!r}; launch "
-                "fields never reach the PTX (make it baked(...) if the PTX depends on it)")
+                f"{owner}: {where} reads launch field {variable!r}; {LAUNCH_NOT_IN_PTX}")
         if variable not in baked_names and variable not in CONTEXT_NAMES:
             raise SpecDefinitionError(
-                f"{owner}: template {template!r} reads {variable!r}, which is neither a baked "
+                f"{owner}: {where} reads {variable!r}, which is neither a baked "
                 f"field ({', '.join(baked_names) or 'none'}) nor a context name "
                 f"({', '.join(sorted(CONTEXT_NAMES))})")
+
+
+#: Why a template may not read a launch field, and what to do.
+LAUNCH_NOT_IN_PTX = ("launch fields never reach the PTX (make it baked(...) if the PTX "
+                     "depends on it)")
 
 
 def is_spec(obj: Any) -> bool:
