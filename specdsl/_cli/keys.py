@@ -20,6 +20,7 @@ from .._render.keys import derived_key, hand_key, key_inputs
 from .._review.requests import builtin_specs, format_request, parse_request, spec_name
 from .._spec.decorator import spec_info
 from .._spec.fields import DOC, is_factory, role_of
+from ..errors import SpecDefinitionError
 from .main import FOUND, OK
 from .output import json_value, print_json, request_fields
 from .specs import resolve_spec, spec_classes
@@ -208,29 +209,59 @@ def _report_json(report: KeyReport) -> dict[str, Any]:
         "samples": {"pairs": sampled.pairs, "shared": sampled.shared,
                     "skipped": sampled.skipped, "render_failure": sampled.render_failure or None},
         "note": report.note or None,
+        "error": None,
     }
 
 
+@attrs.frozen
+class _Failed:
+    """A spec class whose ``key()`` could not be proven: it raised, or returned no str."""
+
+    cls: type
+    error: str
+
+    def lines(self) -> list[str]:
+        return [f"ERROR       {self.cls.__module__}.{self.cls.__qualname__}: {self.error}"]
+
+    def as_json(self) -> dict[str, Any]:
+        cls = self.cls
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "spec": spec_name(cls),
+                "status": "error", "has_key_method": True,
+                "template": spec_info(cls).template, "error": self.error}
+
+
+def _analyze(cls: type, args: argparse.Namespace) -> KeyReport | _Failed:
+    try:
+        return analyze_class(cls, samples=args.samples, seed=args.seed, target=args.target)
+    except SpecDefinitionError as exc:  # key() raised: this class's problem, not the run's
+        return _Failed(cls, str(exc))
+
+
 def command_check_keys(args: argparse.Namespace) -> int:
-    """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key, 0 otherwise.
+    """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key or a ``key()`` that
+    raised (an ``ERROR`` line; the other classes are still checked), 0 otherwise.
 
     ``MODULE`` is a module, a file (``./kernels.py``) or either with ``:ClassName``
     (default ``specdsl.kernels``). ``--json``: one object a class.
     """
     names = args.modules or ["specdsl.kernels"]
-    reports = [analyze_class(cls, samples=args.samples, seed=args.seed, target=args.target)
-               for cls in spec_classes(names)]
+    results = [_analyze(cls, args) for cls in spec_classes(names)]
+    reports = [r for r in results if isinstance(r, KeyReport)]
+    failed = [r for r in results if isinstance(r, _Failed)]
     keyed = [r for r in reports if r.has_key]
     incomplete = [r for r in keyed if r.incomplete]
-    status = FOUND if incomplete else OK
+    status = FOUND if incomplete or failed else OK
     if args.json:
-        print_json([_report_json(report) for report in reports])
+        print_json([r.as_json() if isinstance(r, _Failed) else _report_json(r)
+                    for r in results])
         return status
-    for report in reports:
-        for line in format_report(report):
+    for result in results:
+        for line in result.lines() if isinstance(result, _Failed) else format_report(result):
             print(line)
     over = [r for r in keyed if r.extra]
-    classes = "spec class" if len(reports) == 1 else "spec classes"
-    print(f"checked {len(reports)} {classes} in {', '.join(names)}: {len(keyed)} with a "
-          f"hand-written key(), {len(incomplete)} incomplete, {len(over)} over-specified")
+    classes = "spec class" if len(results) == 1 else "spec classes"
+    print(f"checked {len(results)} {classes} in {', '.join(names)}: "
+          f"{len(keyed) + len(failed)} with a hand-written key(), {len(incomplete)} "
+          f"incomplete, {len(over)} over-specified"
+          + (f", {len(failed)} failed" if failed else ""))
     return status
