@@ -111,6 +111,15 @@ def test_cache_dir_default_follows_xdg(monkeypatch, tmp_path):
     assert knobs.cache_dir == Path("~/.cache/specdsl").expanduser()
 
 
+@pytest.mark.parametrize("text", ["cache", "./cache", "relative/cache"])
+def test_relative_xdg_cache_home_is_ignored(monkeypatch, text):
+    """A relative XDG_CACHE_HOME is invalid by the XDG specification: ignored, so the
+    default folder is ~/.cache/specdsl."""
+    monkeypatch.delenv("SPECDSL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", text)
+    assert knobs.cache_dir == Path("~/.cache/specdsl").expanduser()
+
+
 def test_cache_dir_expands_home(monkeypatch):
     """A folder under ~ is expanded."""
     monkeypatch.setenv("SPECDSL_CACHE_DIR", "~/kernels")

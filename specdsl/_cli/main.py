@@ -60,9 +60,15 @@ class UsageError(SpecdslError):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (no usage block), for :func:`main`."""
+    """An ArgumentParser whose errors are one line (no usage block), for :func:`main`.
+
+    A missing sub-command (``specdsl``, ``specdsl cache``) lists the choices."""
 
     def error(self, message: str) -> Any:  # argparse's hook: print usage, exit 2
+        for action in self._actions:
+            if action.nargs == argparse.PARSER and action.choices and message.endswith(
+                    f"required: {action.metavar}"):
+                message += f" ({', '.join(action.choices)})"
         raise UsageError(self.prog, message)
 
 
