@@ -62,6 +62,47 @@ def test_list_spec_shows_every_field(capsys):
     ]
 
 
+def test_list_columns_align_for_long_names(capsys, tmp_path, monkeypatch):
+    """Every line's template and entry columns start where the others' do, whatever the
+    length of the names (rmsnormquant, a file's path:Class)."""
+    (tmp_path / "longnames.py").write_text(textwrap.dedent("""
+        from specdsl import DType, baked, kernel_spec
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class AVeryLongSpecClassName:
+            dtype: DType = baked(DType.F32)
+    """))
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "list", "longnames.py:AVeryLongSpecClassName", "rmsnormquant",
+                       "vectoradd")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3 + 1 + 6 + 2  # three specs and their fields
+    heads = [line for line in lines if not line.startswith(" ")]
+    assert len({line.index(" vector_add.ptx.j2") if "vector_add" in line else
+                line.index(" rmsnorm_quant.ptx.j2") for line in heads}) == 1
+    assert len({line.index(" entry ") for line in heads}) == 1
+
+
+def test_list_shows_enum_defaults_by_name(capsys, tmp_path, monkeypatch):
+    """A user enum's default shows as Mode.FMA, like DType.F32, not as its repr."""
+    (tmp_path / "enummodes.py").write_text(textwrap.dedent("""
+        import enum
+        from specdsl import DType, baked, kernel_spec, launch
+
+        class Mode(enum.Enum):
+            FMA = "fma"
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class Moded:
+            dtype: DType = baked(DType.F32)
+            mode: Mode = launch(Mode.FMA)
+    """))
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "list", "enummodes.py:Moded")
+    assert code == 0 and out.splitlines()[1:] == ["    baked  dtype: DType = DType.F32",
+                                                  "    launch mode: Mode = Mode.FMA"]
+
+
 def test_list_json_schema(capsys):
     """list --json: one object a spec with class, template, entry and each field."""
     code, out, _ = run(capsys, "list", "rmsnorm", "handkeyed:Legacy", "--json")

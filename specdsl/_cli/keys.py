@@ -9,6 +9,7 @@ inputs (:func:`specdsl._render.keys.key_inputs`) and the key proofs
 from __future__ import annotations
 
 import argparse
+import enum
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -56,6 +57,16 @@ def _fields(cls: type) -> list[dict[str, Any]]:
     return described
 
 
+def _shown(value: Any) -> str:
+    """A default as Python source names it: an enum member by its class and name
+    (``DType.F32``, ``Mode.FMA``), anything else by ``repr``."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_shown, value)) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
 def _field_line(item: dict[str, Any]) -> str:
     if item["default_kind"] == "required":
         default = " (required)"
@@ -63,7 +74,7 @@ def _field_line(item: dict[str, Any]) -> str:
         default = (" = (computed from the other fields)" if item["computed_from_fields"]
                    else " = (computed)")
     else:
-        default = f" = {item['default']!r}"
+        default = f" = {_shown(item['default'])}"
     doc = f"  {item['doc']}" if item["doc"] else ""
     return f"    {item['role']:6s} {item['name']}: {item['type']}{default}{doc}"
 
@@ -82,9 +93,12 @@ def command_list(args: argparse.Namespace) -> int:
                        for item in _fields(cls)],
         } for name, cls in classes])
         return OK
+    # columns as wide as the longest name and template (at least as wide as the built-ins')
+    name_width = max([10, *(len(name) for name, _ in classes)])
+    template_width = max([22, *(len(spec_info(cls).template) for _, cls in classes)])
     for name, cls in classes:
         info = spec_info(cls)
-        print(f"{name:10s} {info.template:22s} entry {info.entry}")
+        print(f"{name:{name_width}s} {info.template:{template_width}s} entry {info.entry}")
         if named or args.verbose:
             for item in _fields(cls):
                 print(_field_line(item))
