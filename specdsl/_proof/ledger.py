@@ -113,7 +113,7 @@ class KeyLedger:
         Args:
             key: the hand-written key, a non-empty str.
             spec: the request compiled.
-            target: a :class:`Target` or a string such as ``"sm_90"``.
+            target: a :class:`Target`, a string such as ``"sm_90"`` or an int such as ``90``.
             ptx: the PTX text compiled, or ``None`` when none was rendered (a cubin loaded
                 from a disk cache); the digest is then computed from ``spec`` when needed.
 

@@ -44,7 +44,8 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
 
     Args:
         spec: a request (an instance of a :func:`kernel_spec` class).
-        target: a :class:`Target` or a string such as ``"sm_90"`` or ``"sm_90a"``.
+        target: a :class:`Target`, a string such as ``"sm_90"`` or ``"sm_90a"``, or a
+            compute capability as an int (``90``).
 
     Returns:
         PTX text, ending in a newline, holding ``.entry <entry>``.
