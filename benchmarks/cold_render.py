@@ -64,7 +64,7 @@ def main() -> int:
         runs["warm"].append(_child(folder))
         shutil.rmtree(folder)
     lines = [f"# Rendering in a new process (median of {args.runs})", "",
-             "| template caches | import specdsl.kernels, ms | first render of all six, ms |",
+             "| template caches | import specdsl.kernels, ms | first render of every built-in, ms |",
              "| --- | ---: | ---: |"]
     for name, label in (("off", "off"), ("empty", "empty folder"), ("warm", "warm")):
         lines.append(f"| {label} | {statistics.median(a for a, _ in runs[name]):.1f} | "

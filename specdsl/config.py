@@ -92,6 +92,14 @@ def parse_folder(name: str, text: str) -> Path | None:
     return Path(text.strip()).expanduser()
 
 
+def _parse_xdg_folder(name: str, text: str) -> Path | None:
+    # "All paths set in these environment variables must be absolute. If an implementation
+    # encounters a relative path in any of these variables it should consider the path
+    # invalid and ignore it." (XDG Base Directory Specification 0.8)
+    path = Path(text.strip()).expanduser()
+    return path if path.is_absolute() else None
+
+
 def _default_cache_dir() -> Path:
     base = knobs.xdg_cache_home
     return (base if base is not None else Path("~/.cache").expanduser()) / "specdsl"
@@ -181,10 +189,11 @@ class Knobs:
         doc="Launch through the plain-Python path even where the compiled one "
             "(specdsl._runtime._speedups) is built. Read when an Executor is made.")
     xdg_cache_home: Knob[Path | None] = Knob(
-        "XDG_CACHE_HOME", lambda name, text: Path(text.strip()).expanduser(), lambda: None,
+        "XDG_CACHE_HOME", _parse_xdg_folder, lambda: None,
         type="folder", default_text="~/.cache",
         doc="The per-user cache root of the XDG Base Directory specification; the default "
-            "disk cache folder is specdsl inside it.")
+            "disk cache folder is specdsl inside it. A relative path is ignored (the "
+            "specification calls it invalid), so ~/.cache applies.")
 
 
 #: The environment, read through typed attributes.

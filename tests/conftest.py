@@ -1,10 +1,24 @@
-"""Shared test configuration: GPU tests skip cleanly where no CUDA device is found."""
+"""Shared test configuration: GPU tests skip cleanly where no CUDA device is found, and the
+test session keeps its caches in a folder of its own, never the user's ~/.cache/specdsl."""
 
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 
 import pytest
+
+# Set before any test module imports specdsl.kernels (whose template caches open at import),
+# and inherited by every subprocess a test starts. A test that needs another folder, or the
+# default location, sets SPECDSL_CACHE_DIR itself (monkeypatch restores this one after it).
+SESSION_CACHE = tempfile.mkdtemp(prefix="specdsl-test-cache-")
+os.environ["SPECDSL_CACHE_DIR"] = SESSION_CACHE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
 
 
 @functools.cache

@@ -124,3 +124,35 @@ def test_prune_without_a_cap(capsys, warm, monkeypatch):
     code, out, err = run(capsys, "cache", "prune", "--dir", str(warm))
     assert (code, out) == (0, "") and err.startswith("no cap (SPECDSL_CACHE_MAX_BYTES=off)")
     assert len([p for p in warm.rglob("*") if p.is_file()]) == 4
+
+
+def test_no_action_lists_the_actions(capsys):
+    """specdsl cache alone is one error line that names info, clear and prune."""
+    code, out, err = run(capsys, "cache")
+    assert code == 2 and out == ""
+    assert err == ("specdsl cache: error: the following arguments are required: ACTION "
+                   "(info, clear, prune)\n")
+
+
+def test_relative_folder_is_shown_absolute(capsys, tmp_path, monkeypatch):
+    """SPECDSL_CACHE_DIR=./off is the folder 'off' here, shown as its absolute path (not
+    'off', which reads as the cache being off)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPECDSL_CACHE_DIR", "./off")
+    code, out, _ = run(capsys, "cache", "info")
+    assert code == 0 and out.splitlines()[0] == f"location   {tmp_path / 'off'} (not created yet)"
+
+
+def test_other_entries_are_explained_and_cleared(capsys, warm):
+    """A foreign file among the entries counts as 'other', a line says what that is, and
+    clear removes it."""
+    foreign = warm / "entries" / "zz"
+    foreign.mkdir(mode=0o700)
+    (foreign / "left-by-someone").write_bytes(b"not an entry of any specdsl")
+    code, out, _ = run(capsys, "cache", "info", "--dir", str(warm))
+    lines = out.splitlines()
+    assert code == 0 and lines[2] == "entries    2 cubin, 2 PTX, 1 other"
+    assert lines[3] == ("           (other: an older specdsl's entries, damaged or foreign "
+                        "files: never read; clear removes them)")
+    run(capsys, "cache", "clear", "--dir", str(warm))
+    assert not (foreign / "left-by-someone").exists()

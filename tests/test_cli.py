@@ -496,7 +496,8 @@ def implied_status(argv: list[str], shown: str) -> set[int]:
         return {0, 1} if not shown else {0} if shown.startswith("identical") else {1}
     if not shown:
         return {0}
-    found = ("FAIL ", "INCOMPLETE ", '    "status": "incomplete"')
+    found = ("FAIL ", "INCOMPLETE ", "ERROR ", '    "status": "incomplete"',
+             '    "status": "error"')
     return {1} if any(line.startswith(found) for line in lines) else {0}
 
 

@@ -67,6 +67,47 @@ def test_list_spec_shows_every_field(capsys):
     ]
 
 
+def test_list_columns_align_for_long_names(capsys, tmp_path, monkeypatch):
+    """Every line's template and entry columns start where the others' do, whatever the
+    length of the names (rmsnormquant, a file's path:Class)."""
+    (tmp_path / "longnames.py").write_text(textwrap.dedent("""
+        from specdsl import DType, baked, kernel_spec
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class AVeryLongSpecClassName:
+            dtype: DType = baked(DType.F32)
+    """))
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "list", "longnames.py:AVeryLongSpecClassName", "rmsnormquant",
+                       "vectoradd")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3 + 1 + 6 + 2  # three specs and their fields
+    heads = [line for line in lines if not line.startswith(" ")]
+    assert len({line.index(" vector_add.ptx.j2") if "vector_add" in line else
+                line.index(" rmsnorm_quant.ptx.j2") for line in heads}) == 1
+    assert len({line.index(" entry ") for line in heads}) == 1
+
+
+def test_list_shows_enum_defaults_by_name(capsys, tmp_path, monkeypatch):
+    """A user enum's default shows as Mode.FMA, like DType.F32, not as its repr."""
+    (tmp_path / "enummodes.py").write_text(textwrap.dedent("""
+        import enum
+        from specdsl import DType, baked, kernel_spec, launch
+
+        class Mode(enum.Enum):
+            FMA = "fma"
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class Moded:
+            dtype: DType = baked(DType.F32)
+            mode: Mode = launch(Mode.FMA)
+    """))
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "list", "enummodes.py:Moded")
+    assert code == 0 and out.splitlines()[1:] == ["    baked  dtype: DType = DType.F32",
+                                                  "    launch mode: Mode = Mode.FMA"]
+
+
 def test_list_json_schema(capsys):
     """list --json: one object a spec with class, template, entry and each field."""
     code, out, _ = run(capsys, "list", "rmsnorm", "handkeyed:Legacy", "--json")
@@ -160,7 +201,7 @@ def test_check_keys_json_schema(capsys):
     assert code == 1 and set(legacy) == {
         "class", "spec", "status", "has_key_method", "template", "template_fields",
         "key_fields", "key_fields_any", "missing", "over_specified", "counterexamples",
-        "samples", "note"}
+        "samples", "note", "error"}
     assert legacy["status"] == "incomplete" and legacy["missing"] == ["scale"]
     assert legacy["key_fields"] == ["n"] and legacy["template_fields"] == ["n", "scale"]
     (example,) = legacy["counterexamples"]
@@ -183,6 +224,59 @@ def test_check_keys_json_for_a_derived_key_class(capsys):
     """A class without key() has status 'derived' and exit 0."""
     code, out, _ = run(capsys, "check-keys", "specdsl.kernels", "--json", "--samples", "0")
     assert code == 0 and {d["status"] for d in json.loads(out)} == {"derived"}
+
+
+RAISING = """
+from specdsl import DType, baked, kernel_spec
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class Broken:
+    dtype: DType = baked(DType.F32)
+
+    def key(self):
+        raise RuntimeError("no key today")
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class Unkeyed:
+    dtype: DType = baked(DType.F32)
+
+    def key(self):
+        return "vector_add"
+"""
+
+
+@pytest.fixture
+def raising(tmp_path, monkeypatch):
+    """A module of two keyed classes: Broken's key() raises, Unkeyed's is incomplete."""
+    name = f"raising_{next(_modules)}"
+    (tmp_path / f"{name}.py").write_text(RAISING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def test_check_keys_reports_a_raising_key_and_goes_on(capsys, raising):
+    """A key() that raises is an ERROR line for its class, counted; the next class is still
+    checked; exit 1 (a problem found), not 2."""
+    code, out, err = run(capsys, "check-keys", raising, "--samples", "0")
+    lines = out.splitlines()
+    assert code == 1 and err == ""
+    assert lines[0] == (f"ERROR       {raising}.Broken: Broken.key() raised RuntimeError: no "
+                        f"key today (called on Broken(dtype=DType.F32))")
+    assert any(line.startswith(f"INCOMPLETE  {raising}.Unkeyed: ") for line in lines)
+    assert lines[-1] == (f"checked 2 spec classes in {raising}: 2 with a hand-written key(), "
+                         f"1 incomplete, 0 over-specified, 1 failed")
+
+
+def test_check_keys_json_reports_a_raising_key(capsys, raising):
+    """--json: the raising class is an object with status 'error' and the error."""
+    code, out, _ = run(capsys, "check-keys", raising, "--samples", "0", "--json")
+    broken, unkeyed = json.loads(out)
+    assert code == 1 and broken == {
+        "class": f"{raising}.Broken", "spec": f"{raising}:Broken", "status": "error",
+        "has_key_method": True, "template": "vector_add.ptx.j2",
+        "error": "Broken.key() raised RuntimeError: no key today (called on "
+                 "Broken(dtype=DType.F32))"}
+    assert unkeyed["status"] == "incomplete" and unkeyed["error"] is None
 
 
 # --- --strict and -W ----------------------------------------------------------------------

@@ -111,6 +111,15 @@ def test_cache_dir_default_follows_xdg(monkeypatch, tmp_path):
     assert knobs.cache_dir == Path("~/.cache/specdsl").expanduser()
 
 
+@pytest.mark.parametrize("text", ["cache", "./cache", "relative/cache"])
+def test_relative_xdg_cache_home_is_ignored(monkeypatch, text):
+    """A relative XDG_CACHE_HOME is invalid by the XDG specification: ignored, so the
+    default folder is ~/.cache/specdsl."""
+    monkeypatch.delenv("SPECDSL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", text)
+    assert knobs.cache_dir == Path("~/.cache/specdsl").expanduser()
+
+
 def test_cache_dir_expands_home(monkeypatch):
     """A folder under ~ is expanded."""
     monkeypatch.setenv("SPECDSL_CACHE_DIR", "~/kernels")
@@ -157,3 +166,15 @@ def test_malformed_cap_is_one_line_from_the_cli(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("specdsl run: error: SPECDSL_CACHE_MAX_BYTES must be a size")
     assert done.stderr.count("\n") == 1
+
+
+def test_the_test_session_never_uses_the_users_cache():
+    """tests/conftest.py points SPECDSL_CACHE_DIR at a session folder of its own, so the
+    suite never writes into ~/.cache/specdsl."""
+    from conftest import SESSION_CACHE
+    from specdsl._templating.cache import store
+
+    assert knobs.cache_dir == Path(SESSION_CACHE)
+    opened = store()
+    assert opened is not None and opened.root == Path(SESSION_CACHE)
+    assert not Path(SESSION_CACHE).is_relative_to(Path("~/.cache").expanduser())

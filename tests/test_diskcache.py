@@ -22,7 +22,7 @@ from specdsl._base.cachefiles import MAGIC, MAX_ENTRY_BYTES, PTX_MAGIC, frame, u
 from specdsl._render.render import render
 from specdsl._runtime.compile import CompileOptions, compile_ptx
 from specdsl._runtime.diskcache import disk_key, ptx_key
-from specdsl.errors import CacheDirError, CacheWarning
+from specdsl.errors import CacheDirError, CacheWarning, ConfigError
 from specdsl.kernels import VectorAdd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -439,15 +439,43 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if not p.is_dir())
 
 
-def test_path_that_is_a_file_is_a_warning(tmp_path):
-    """cache_dir naming a file: one CacheWarning, then compiles without the cache."""
+def test_cache_dir_naming_a_file_is_a_cache_dir_error(tmp_path):
+    """cache_dir= naming a file is a CacheDirError (the user asked for it); the file is kept."""
     path = tmp_path / "file"
     path.write_text("not a folder")
-    with pytest.warns(CacheWarning, match="cannot use the cache folder"):
-        executor = _executor(path)
-    assert executor.disk_cache is None
+    with pytest.raises(CacheDirError, match=r"'.*/file' is not a folder"):
+        _executor(path)
+    assert path.read_text() == "not a folder"
+
+
+def test_cache_dir_under_a_file_is_a_cache_dir_error(tmp_path):
+    """cache_dir= naming a path under a file is a CacheDirError naming that file."""
+    path = tmp_path / "file"
+    path.write_text("not a folder")
+    with pytest.raises(CacheDirError, match=r"'.*/file/sub/cache' is under a file \('.*/file'\)"):
+        _executor(path / "sub" / "cache")
+    assert path.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_environment_folder_that_is_a_file_is_a_warning(tmp_path, monkeypatch, under):
+    """SPECDSL_CACHE_DIR naming a file (or a path under one): one CacheWarning, then the
+    executor compiles without the cache."""
+    path = tmp_path / "file"
+    path.write_text("not a folder")
+    monkeypatch.setenv("SPECDSL_CACHE_DIR", str(path / under))
+    with pytest.warns(CacheWarning, match="not a folder|under a file") as seen:
+        executor = Executor(None, target="sm_90")
+    assert len(seen) == 1 and executor.disk_cache is None
     assert executor.ensure_module(VectorAdd()).cubin[:4] == b"\x7fELF"
     assert path.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("value", [1, b"/tmp/cache", 2.5])
+def test_cache_dir_of_another_type_is_a_config_error(value):
+    """cache_dir= that is no str or os.PathLike is a ConfigError naming the argument."""
+    with pytest.raises(ConfigError, match=r"cache_dir must be a folder .* \(got "):
+        _executor(value)
 
 
 def test_full_disk_warns_once_and_leaves_no_temp_files(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ The conventions (stated at the top of docs/index.md):
   (stdout and stderr together, ``...`` matches anything, whitespace runs compare equal).
   Each command must exit 0, unless its line ends with a shell comment ``# exits N``
   (``# exits 1: the renders differ``), which a command that fails must carry; the exit
-  status is checked either way. Lines running any other program are shown, not run.
+  status is checked either way. ``NAME=value`` words before ``specdsl`` set those
+  environment variables for that command only. Lines running any other program are shown, not run.
 - A block whose info string adds ``gpu`` (```pycon gpu, ```console gpu) and every
   ``specdsl run`` line runs only where a GPU is found. Any other block (```python,
   ```sh, ```text, ...) is not run.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import doctest
 import io
+import itertools
+import os
 import re
 import shlex
 import sys
@@ -100,8 +103,36 @@ def expected_exit(command: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+_ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=")
+
+
+def _assignments(command: str) -> list[str]:
+    """The ``NAME=value`` words before the program, as a shell reads them."""
+    return list(itertools.takewhile(_ASSIGNMENT.match, shlex.split(command, comments=True)))
+
+
+def _environment(command: str) -> dict[str, str]:
+    """The environment variables a command sets for itself."""
+    return dict(word.split("=", 1) for word in _assignments(command))
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def _specdsl_argv(command: str) -> list[str] | None:
     words = shlex.split(command, comments=True)
+    words = words[len(_assignments(command)):]
     if words[:1] == ["specdsl"]:
         return words[1:]
     if words[:3] in (["python", "-m", "specdsl"], ["python3", "-m", "specdsl"]):
@@ -127,7 +158,8 @@ def _check_console(page: Path, block: Block, failures: list[str]) -> None:
             continue
         if argv[:1] == ["run"] and gpu_available() is not None:
             continue
-        code, output = _run_cli(argv)
+        with _environ(_environment(command)):
+            code, output = _run_cli(argv)
         where = f"{page.relative_to(DOCS)}:{line}: $ {command}"
         if expected and not checker.check_output(expected, output, FLAGS):
             failures.append(f"{where}\nexpected:\n{expected}got (exit {code}):\n{output}")

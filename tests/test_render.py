@@ -70,6 +70,38 @@ def test_raw_float_refused(tmp_path):
         render(Raw())
 
 
+def test_nonfinite_field_needs_the_filters_consent(tmp_path):
+    """allow_nonfinite=True lets a field hold inf, but |f32 still refuses it, saying how a
+    template asks for it; |f32(allow_nonfinite=true) writes the infinity."""
+    from specdsl import baked, kernel_spec
+
+    header = '{% include "header.ptx.j2" %}\n'
+    (tmp_path / "plain.ptx.j2").write_text(header + ".entry {{ entry }} // {{ bound | f32 }}\n")
+    (tmp_path / "meant.ptx.j2").write_text(
+        header + ".entry {{ entry }} // {{ bound | f32(allow_nonfinite=true) }}\n")
+
+    @kernel_spec(template="plain.ptx.j2", entry="plain", template_dir=tmp_path)
+    class Plain:
+        bound: float = baked(float("inf"), allow_nonfinite=True)
+
+    @kernel_spec(template="meant.ptx.j2", entry="meant", template_dir=tmp_path)
+    class Meant:
+        bound: float = baked(float("inf"), allow_nonfinite=True)
+
+    with pytest.raises(RenderError, match=r"f32 immediate must be finite \(got inf\); .* "
+                                          r"\| f32\(allow_nonfinite=true\)"):
+        render(Plain())
+    assert "// 0f7F800000" in render(Meant())
+
+
+def test_underflow_message_gives_no_advice():
+    """A value that rounds to zero says so and the smallest magnitude, without suggesting
+    0.0 (which the field's own rule may refuse)."""
+    with pytest.raises(RenderError, match=r"1e-50 rounds to zero in f32 \(its smallest "
+                                          r"non-zero magnitude is 1.4013e-45\)$"):
+        render(Toy(scale=1e-50))
+
+
 def test_bad_target_refused():
     """A malformed target string is a TargetError (a ValueError)."""
     with pytest.raises(ValueError, match="must look like 'sm_90'"):

@@ -89,3 +89,40 @@ def test_a_fixed_tuple_takes_exactly_its_items():
     with pytest.raises(SpecError, match=re.escape("Paired.pair must be 2 comma-separated "
                                                   "values (got '1,2,3')")):
         parse_request(Paired, ["pair=1,2,3"])
+
+
+@pytest.mark.parametrize("text, dims", [("3", (3,)), ("1,2", (1, 2)), ("4, 5", (4, 5)),
+                                        ("", ())])
+def test_tuple_text_is_comma_separated(text, dims):
+    """A tuple field's text is comma-separated items (blanks around them ignored); empty
+    text is the empty tuple."""
+    assert parse_assignments(Toy, [f"dims={text}"]) == {"dims": dims}
+
+
+@pytest.mark.parametrize("text", ["1,,2", "1,2,", ",1", "[1,2]", "(1,2)", "1,2]"])
+def test_tuple_text_refuses_brackets_and_empty_items(text):
+    """Brackets and empty items are refused, never read past: one spelling, the one
+    format_request writes."""
+    with pytest.raises(SpecError, match=re.escape(
+            f"Toy.dims must be comma-separated values without brackets or empty items, "
+            f"such as 1,2 (got {text!r})")):
+        parse_assignments(Toy, [f"dims={text}"])
+
+
+def test_unknown_field_suggests_the_closest():
+    """An unknown field name in text is a SpecArgumentError with Python's 'did you mean'."""
+    from specdsl.errors import SpecArgumentError
+
+    with pytest.raises(SpecArgumentError, match=re.escape(
+            "RMSNorm has no field 'hiden' (fields: hidden, eps, dtype, fused_residual, "
+            "block); did you mean 'hidden'?")):
+        parse_assignments(RMSNorm, ["hiden=4096"])
+
+
+def test_missing_field_in_text_says_how_to_give_it():
+    """A request from text without its required field says to give it as text
+    (hidden=VALUE), not as a Python call."""
+    with pytest.raises(SpecError, match=re.escape(
+            "RMSNorm is missing required field(s) 'hidden' (baked) (no default): give "
+            "hidden=VALUE")):
+        parse_request(RMSNorm, [])

@@ -144,11 +144,33 @@ def test_template_reading_unknown_name_refused(tmp_path):
 
 
 def test_included_template_names_checked(tmp_path):
-    """Names read by an included template are checked too."""
+    """Names read by an included template are checked too, and the error names the file
+    that reads the name, not only the spec's own template."""
     (tmp_path / "t.ptx.j2").write_text('.entry {{ entry }}\n{% include "inc.ptx.j2" %}\n')
-    (tmp_path / "inc.ptx.j2").write_text("// {{ block }}\n")
-    with pytest.raises(SpecDefinitionError, match="reads launch field 'block'"):
+    (tmp_path / "inc.ptx.j2").write_text("// {{ block }} {{ hiden }}\n")
+    with pytest.raises(SpecDefinitionError, match=re.escape(
+            "Bad: template 'inc.ptx.j2' (reached from 't.ptx.j2') reads launch field 'block'")):
         _define("t.ptx.j2", {"block": (int, launch(1))}, template_dir=tmp_path)
+    with pytest.raises(SpecDefinitionError, match=re.escape(
+            "Bad: template 'inc.ptx.j2' (reached from 't.ptx.j2') reads 'hiden', which")):
+        _define("t.ptx.j2", {"block": (int, baked(1))}, template_dir=tmp_path)
+
+
+def test_launch_field_through_a_dynamic_include_is_named_at_render(tmp_path):
+    """A launch field read through a dynamic include (unseen at definition) fails at render
+    as a launch field, naming the included file and its line, not as 'block' is undefined."""
+    from specdsl import render
+    from specdsl.errors import RenderError
+
+    (tmp_path / "t.ptx.j2").write_text('{% include "header.ptx.j2" %}\n{% include part %}\n'
+                                       '.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
+    (tmp_path / "inc.ptx.j2").write_text("// n\n// {{ block }}\n")
+    cls = _define("t.ptx.j2", {"part": (str, baked("inc.ptx.j2")), "block": (int, launch(1))},
+                  template_dir=tmp_path)
+    with pytest.raises(RenderError, match=re.escape(
+            "template 't.ptx.j2' ('inc.ptx.j2' line 2, reached from it) reads launch field "
+            "'block'; launch fields never reach the PTX")):
+        render(cls())
 
 
 def test_ptx_vector_brace_hint(tmp_path):

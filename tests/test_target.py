@@ -47,10 +47,36 @@ def test_refuses_unknown_arch():
         Target.parse("sm_91")
 
 
-def test_refuses_non_string():
-    """Only strings and Targets are targets."""
-    with pytest.raises(TargetError, match="got 90"):
-        Target.parse(90)
+def test_parse_takes_a_compute_capability():
+    """An int compute capability is the target of that name: 90 is sm_90."""
+    assert Target.parse(90) == Target.parse("sm_90") == Target(90)
+    assert Target.parse(100).sm == "sm_100"
+
+
+@pytest.mark.parametrize("bad", [True, 90.0, b"sm_90", None])
+def test_refuses_other_types(bad):
+    """Only Targets, strings and ints are targets (a bool is no compute capability)."""
+    with pytest.raises(TargetError, match=r"a compute capability like 90 \(got "):
+        Target.parse(bad)
+
+
+def test_refuses_unknown_int_arch():
+    """An int that is no known compute capability is refused like its name."""
+    with pytest.raises(TargetError, match=r"unknown compute capability sm_91"):
+        Target.parse(91)
+
+
+def test_every_target_argument_takes_an_int(tmp_path):
+    """render, derived_key, key_inputs and Executor take 90 for sm_90, with equal keys."""
+    from specdsl import Executor, derived_key, key_inputs, render
+    from specdsl.kernels import VectorAdd
+
+    request = VectorAdd(dtype="f16")
+    assert render(request, 90) == render(request, "sm_90")
+    assert derived_key(request, 90) == derived_key(request, "sm_90") != derived_key(
+        request, "sm_90a")
+    assert key_inputs(request, 90) == key_inputs(request, Target.parse("sm_90"))
+    assert Executor(None, target=90, cache_dir="off").target == Target.parse("sm_90")
 
 
 def test_refuses_too_old_isa():

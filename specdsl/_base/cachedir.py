@@ -11,12 +11,13 @@ it without writing (:class:`Writes`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Knobs, knobs, parse_folder
-from ..errors import CacheDirError
+from ..errors import CacheDirError, ConfigError
 from .cachefiles import MAX_ENTRY_BYTES, refusal, warn_once
 
 __all__ = ["resolve_cache_dir", "prepare_folder", "warn_refused", "warn_unusable", "Writes",
@@ -35,13 +36,18 @@ def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None) -> Path | None:
 
     Raises:
         ConfigError: ``SPECDSL_CACHE_DIR`` (or ``cache_dir``) is a switch-on word such
-            as ``1`` or ``yes`` where a folder was meant.
+            as ``1`` or ``yes`` where a folder was meant, or ``cache_dir`` is neither a
+            ``str`` nor an ``os.PathLike`` naming one (``cache_dir=1``).
     """
     if cache_dir is None:
         return knobs.cache_dir
     if isinstance(cache_dir, str):
         return parse_folder("cache_dir", cache_dir) if cache_dir.strip() else knobs.cache_dir
-    return Path(cache_dir).expanduser()
+    text = os.fspath(cache_dir) if isinstance(cache_dir, os.PathLike) else None
+    if not isinstance(text, str):
+        raise ConfigError(f"cache_dir must be a folder (a str or os.PathLike), \"off\" or "
+                          f"None (got {cache_dir!r}, a {type(cache_dir).__name__})")
+    return Path(text).expanduser()
 
 
 def prepare_folder(path: Path, *, create: bool = True) -> None:
@@ -52,14 +58,22 @@ def prepare_folder(path: Path, *, create: bool = True) -> None:
     :class:`~specdsl.errors.CacheWarning`, as Jinja does with its own bytecode folder.
 
     Raises:
-        CacheDirError: refused: a link, not a folder, another user's, or others can write
-            it and it cannot be made private.
+        CacheDirError: refused: a link, a file (or anything else not a folder), a path
+            under a file, another user's, or others can write it and it cannot be made
+            private.
         OSError: it does not exist and cannot be created (``create=False``: it does not
-            exist); a read-only or full disk, a parent that is a file.
+            exist); a read-only or full disk, no permission to create it.
     """
-    if create:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = os.lstat(path)
+    try:
+        if create:
+            # a file (or a dangling link) at ``path`` raises FileExistsError here: lstat
+            # below says which it is
+            with contextlib.suppress(FileExistsError):
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(path)
+    except NotADirectoryError:
+        raise CacheDirError(f"specdsl cache folder {str(path)!r} is under a file "
+                            f"({str(_file_above(path))!r}): give a folder") from None
     problem = refusal(info, folder=True)
     if problem is None:
         return
@@ -74,6 +88,15 @@ def prepare_folder(path: Path, *, create: bool = True) -> None:
         return
     hint = f"; set {ENV_VAR} to a folder of your own" if "another user" in problem else ""
     raise CacheDirError(f"specdsl cache folder {str(path)!r} {problem}{hint}")
+
+
+def _file_above(path: Path) -> Path:
+    """The nearest parent of ``path`` that exists and is not a folder (``path`` itself
+    when none is found)."""
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return path
 
 
 def warn_refused(path: Path, exc: CacheDirError) -> None:

@@ -43,7 +43,8 @@ def _cap(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``info``, ``clear`` and ``prune`` actions to the ``cache`` verb's parser."""
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                    help="info, clear or prune")
     info = actions.add_parser("info", help="location, size, entries and toolchain",
                               description="Print the cache folder, its size and entries, "
                                           "the size cap and the toolchain in the keys.")
@@ -66,6 +67,7 @@ def _folder(args: argparse.Namespace) -> tuple[Path, bool]:
     if root is None:
         raise CacheDirError(f"the disk cache is off ({Knobs.cache_dir.name}="
                             f"{Knobs.cache_dir.raw()}); name a folder with --dir")
+    root = root.absolute()  # the folder a relative name means here, as the caches use it
     try:
         prepare_folder(root, create=False)
     except FileNotFoundError:
@@ -103,6 +105,9 @@ def _info(root: Path, exists: bool) -> None:
         order = [*eviction.KINDS.values(), "other"]
         kinds = ", ".join(f"{usage.kinds[kind]} {kind}" for kind in order if kind in usage.kinds)
         print(f"entries    {kinds or 'none'}")
+        if "other" in usage.kinds:
+            print("           (other: an older specdsl's entries, damaged or foreign "
+                  "files: never read; clear removes them)")
         print(f"temp       {usage.temp_files} files ({format_size(usage.temp_bytes)})")
     print(f"toolchain  {_toolchain()}")
 

@@ -9,6 +9,7 @@ inputs (:func:`specdsl._render.keys.key_inputs`) and the key proofs
 from __future__ import annotations
 
 import argparse
+import enum
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -20,6 +21,7 @@ from .._render.keys import derived_key, hand_key, key_inputs
 from .._review.requests import builtin_specs, format_request, parse_request, spec_name
 from .._spec.decorator import spec_info
 from .._spec.fields import DOC, is_factory, role_of
+from ..errors import SpecDefinitionError
 from .main import FOUND, OK
 from .output import json_value, print_json, request_fields
 from .specs import resolve_spec, spec_classes
@@ -55,6 +57,16 @@ def _fields(cls: type) -> list[dict[str, Any]]:
     return described
 
 
+def _shown(value: Any) -> str:
+    """A default as Python source names it: an enum member by its class and name
+    (``DType.F32``, ``Mode.FMA``), anything else by ``repr``."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_shown, value)) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
 def _field_line(item: dict[str, Any]) -> str:
     if item["default_kind"] == "required":
         default = " (required)"
@@ -62,7 +74,7 @@ def _field_line(item: dict[str, Any]) -> str:
         default = (" = (computed from the other fields)" if item["computed_from_fields"]
                    else " = (computed)")
     else:
-        default = f" = {item['default']!r}"
+        default = f" = {_shown(item['default'])}"
     doc = f"  {item['doc']}" if item["doc"] else ""
     return f"    {item['role']:6s} {item['name']}: {item['type']}{default}{doc}"
 
@@ -81,9 +93,12 @@ def command_list(args: argparse.Namespace) -> int:
                        for item in _fields(cls)],
         } for name, cls in classes])
         return OK
+    # columns as wide as the longest name and template (at least as wide as the built-ins')
+    name_width = max([10, *(len(name) for name, _ in classes)])
+    template_width = max([22, *(len(spec_info(cls).template) for _, cls in classes)])
     for name, cls in classes:
         info = spec_info(cls)
-        print(f"{name:10s} {info.template:22s} entry {info.entry}")
+        print(f"{name:{name_width}s} {info.template:{template_width}s} entry {info.entry}")
         if named or args.verbose:
             for item in _fields(cls):
                 print(_field_line(item))
@@ -208,29 +223,59 @@ def _report_json(report: KeyReport) -> dict[str, Any]:
         "samples": {"pairs": sampled.pairs, "shared": sampled.shared,
                     "skipped": sampled.skipped, "render_failure": sampled.render_failure or None},
         "note": report.note or None,
+        "error": None,
     }
 
 
+@attrs.frozen
+class _Failed:
+    """A spec class whose ``key()`` could not be proven: it raised, or returned no str."""
+
+    cls: type
+    error: str
+
+    def lines(self) -> list[str]:
+        return [f"ERROR       {self.cls.__module__}.{self.cls.__qualname__}: {self.error}"]
+
+    def as_json(self) -> dict[str, Any]:
+        cls = self.cls
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "spec": spec_name(cls),
+                "status": "error", "has_key_method": True,
+                "template": spec_info(cls).template, "error": self.error}
+
+
+def _analyze(cls: type, args: argparse.Namespace) -> KeyReport | _Failed:
+    try:
+        return analyze_class(cls, samples=args.samples, seed=args.seed, target=args.target)
+    except SpecDefinitionError as exc:  # key() raised: this class's problem, not the run's
+        return _Failed(cls, str(exc))
+
+
 def command_check_keys(args: argparse.Namespace) -> int:
-    """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key, 0 otherwise.
+    """``specdsl check-keys [MODULE ...]``: exit 1 on an incomplete key or a ``key()`` that
+    raised (an ``ERROR`` line; the other classes are still checked), 0 otherwise.
 
     ``MODULE`` is a module, a file (``./kernels.py``) or either with ``:ClassName``
     (default ``specdsl.kernels``). ``--json``: one object a class.
     """
     names = args.modules or ["specdsl.kernels"]
-    reports = [analyze_class(cls, samples=args.samples, seed=args.seed, target=args.target)
-               for cls in spec_classes(names)]
+    results = [_analyze(cls, args) for cls in spec_classes(names)]
+    reports = [r for r in results if isinstance(r, KeyReport)]
+    failed = [r for r in results if isinstance(r, _Failed)]
     keyed = [r for r in reports if r.has_key]
     incomplete = [r for r in keyed if r.incomplete]
-    status = FOUND if incomplete else OK
+    status = FOUND if incomplete or failed else OK
     if args.json:
-        print_json([_report_json(report) for report in reports])
+        print_json([r.as_json() if isinstance(r, _Failed) else _report_json(r)
+                    for r in results])
         return status
-    for report in reports:
-        for line in format_report(report):
+    for result in results:
+        for line in result.lines() if isinstance(result, _Failed) else format_report(result):
             print(line)
     over = [r for r in keyed if r.extra]
-    classes = "spec class" if len(reports) == 1 else "spec classes"
-    print(f"checked {len(reports)} {classes} in {', '.join(names)}: {len(keyed)} with a "
-          f"hand-written key(), {len(incomplete)} incomplete, {len(over)} over-specified")
+    classes = "spec class" if len(results) == 1 else "spec classes"
+    print(f"checked {len(results)} {classes} in {', '.join(names)}: "
+          f"{len(keyed) + len(failed)} with a hand-written key(), {len(incomplete)} "
+          f"incomplete, {len(over)} over-specified"
+          + (f", {len(failed)} failed" if failed else ""))
     return status

@@ -6,6 +6,8 @@ The contract (``docs/cli.md``, held by ``tests/test_cli.py``):
   failed request, ``check-keys`` an incomplete key); exit 2: a user error, printed as one
   line ``specdsl VERB: error: ...`` on stderr. Never a traceback.
 - Options may come before or after the SPEC and field words, in every verb.
+- A malformed ``SPECDSL_*`` variable is a user error in every verb (exit 2); specdsl's own
+  warnings are one line ``specdsl: warning: ...`` (:mod:`specdsl._cli.notices`).
 - A reader that goes away (``specdsl diff ... | head``) ends the output, not the command:
   the exit status stays the command's own.
 - A user module (``mymod:MySpec``) found nowhere else is imported from the working
@@ -23,15 +25,15 @@ import contextlib
 import importlib
 import io
 import os
-import re
 import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from .._spec.target import Target
 from ..errors import SpecdslError, UnreadFieldWarning
+from .notices import apply_warning_options, check_environment, one_line_warnings
 from .user_modules import describe_exception, in_specdsl
 
 __all__ = ["main", "build_parser", "OK", "FOUND", "ERROR"]
@@ -58,9 +60,15 @@ class UsageError(SpecdslError):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (no usage block), for :func:`main`."""
+    """An ArgumentParser whose errors are one line (no usage block), for :func:`main`.
+
+    A missing sub-command (``specdsl``, ``specdsl cache``) lists the choices."""
 
     def error(self, message: str) -> Any:  # argparse's hook: print usage, exit 2
+        for action in self._actions:
+            if action.nargs == argparse.PARSER and action.choices and message.endswith(
+                    f"required: {action.metavar}"):
+                message += f" ({', '.join(action.choices)})"
         raise UsageError(self.prog, message)
 
 
@@ -233,36 +241,6 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
-_WARNING_ACTIONS: tuple[Literal["default", "always", "ignore", "module", "once", "error"], ...] = (
-    "default", "always", "ignore", "module", "once", "error")
-
-
-def apply_warning_options() -> None:
-    """Apply ``-W``/``PYTHONWARNINGS`` filters that name specdsl's warning classes.
-
-    Python reads those options at start-up, before any package can be imported, and
-    drops an option whose category it cannot import yet ("Invalid -W option ignored");
-    ``-W error::specdsl.errors.UnreadFieldWarning`` is applied here instead, with the
-    standard library's rules (``action:message:category:module:lineno``).
-    """
-    for option in sys.warnoptions:
-        parts = [part.strip() for part in option.split(":")] + [""] * 5
-        action, message, category, module, line = parts[:5]
-        if not category.startswith("specdsl."):
-            continue
-        actions = [a for a in _WARNING_ACTIONS if action and a.startswith(action)]
-        module_name, _, class_name = category.rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            continue
-        if len(actions) != 1 or not (isinstance(cls, type) and issubclass(cls, Warning)):
-            continue
-        warnings.filterwarnings(actions[0], re.escape(message), cls,
-                                re.escape(module) + r"\Z" if module else "",
-                                int(line) if line.isdigit() else 0)
-
-
 class _ClosedPipeGuard:
     """stdout for one command: a reader that goes away ends the output, not the command.
 
@@ -327,6 +305,7 @@ def _error(prog: str, message: str) -> int:
 def _run(args: argparse.Namespace) -> int:
     prog = args.verb_parser.prog
     try:
+        check_environment()
         with warnings.catch_warnings():
             if args.strict:
                 warnings.simplefilter("error", UnreadFieldWarning)
@@ -359,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ``--help`` and ``--version`` return 0 too; nothing raises ``SystemExit``.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    with _guarded_stdout():
+    with _guarded_stdout(), one_line_warnings():
         apply_warning_options()
         try:
             args = _parse(build_parser(), argv)

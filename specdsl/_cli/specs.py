@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from .._review.requests import builtin_specs
 from .._spec.decorator import is_spec
 from ..errors import SpecError
 from .user_modules import is_file_name, load_module
+from .working_folder import in_working_folder
 
-__all__ = ["resolve_spec", "spec_classes"]
+__all__ = ["resolve_spec", "spec_classes", "declared_specs"]
 
 
 def resolve_spec(name: str) -> type:
     """A spec class from a built-in name (``"rmsnorm"``), ``"package.module:ClassName"``
     or ``"path/to/file.py:ClassName"``.
+
+    A file or a working-folder module named without ``:ClassName`` is refused with the
+    names to use (``did you mean 'saxpy.py:Saxpy'?``).
 
     Raises:
         SpecError: no such built-in, module, file or class, a module that fails to import
@@ -25,9 +31,13 @@ def resolve_spec(name: str) -> type:
     builtin = builtin_specs()
     if ":" not in name:
         cls = builtin.get(name.lower())
+        if cls is None and is_file_name(name):
+            raise SpecError(f"unknown spec {name!r}: name a class in a file after a colon, "
+                            f"as 'path/file.py:ClassName'{_class_hint(name)}")
         if cls is None:
             raise SpecError(f"unknown spec {name!r}: built-in specs are "
-                            f"{', '.join(sorted(builtin))}, or give 'package.module:ClassName'")
+                            f"{', '.join(sorted(builtin))}, or give 'package.module:ClassName'"
+                            f"{_class_hint(name)}")
         return cls
     module_name, _, qualname = name.rpartition(":")
     obj: Any = load_module(module_name)
@@ -38,6 +48,51 @@ def resolve_spec(name: str) -> type:
     if not (isinstance(obj, type) and is_spec(obj)):
         raise SpecError(f"{name!r} is not a @kernel_spec class")
     return obj
+
+
+def _class_hint(name: str) -> str:
+    """``"; did you mean 'saxpy.py:Saxpy'?"`` for a file or working-folder module named
+    without its class, or ``""``. A file named by its path is imported (the user named it);
+    a module in the working folder is only read (:func:`declared_specs`), never run."""
+    if is_file_name(name):
+        if not Path(name).is_file():
+            return "; there is no such file"
+        module = load_module(name)
+        names = [cls.__qualname__ for cls in _defined(module)
+                 if cls.__module__ == module.__name__]
+    elif all(part.isidentifier() for part in name.split(".")) and in_working_folder(
+            name.partition(".")[0]):
+        names = declared_specs(Path.cwd().joinpath(*name.split(".")))
+    else:
+        return ""
+    if not names:
+        return f"; {name!r} defines no @kernel_spec classes"
+    return f"; did you mean {' or '.join(repr(f'{name}:{n}') for n in names)}?"
+
+
+def declared_specs(module: Path) -> list[str]:
+    """The classes a module's source decorates with ``kernel_spec`` (``@kernel_spec(...)``,
+    ``@specdsl.kernel_spec(...)``), read from ``module.py`` or ``module/__init__.py``
+    without running it; ``[]`` for a file that cannot be read or parsed."""
+    for path in (module.with_name(module.name + ".py"), module / "__init__.py"):
+        try:
+            tree = ast.parse(path.read_bytes(), str(path))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        return [node.name for node in tree.body if isinstance(node, ast.ClassDef)
+                and any(_names_kernel_spec(d) for d in node.decorator_list)]
+    return []
+
+
+def _names_kernel_spec(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call):
+        node = node.func
+    return (isinstance(node, ast.Name) and node.id == "kernel_spec") or (
+        isinstance(node, ast.Attribute) and node.attr == "kernel_spec")
+
+
+def _defined(module: Any) -> list[type]:
+    return [v for v in vars(module).values() if isinstance(v, type) and is_spec(v)]
 
 
 def spec_classes(names: Iterable[str]) -> list[type]:
@@ -55,8 +110,7 @@ def spec_classes(names: Iterable[str]) -> list[type]:
         if ":" in name and not (is_file_name(name) and name.endswith(".py")):
             classes = [resolve_spec(name)]
         else:
-            module = load_module(name)
-            classes = [v for v in vars(module).values() if isinstance(v, type) and is_spec(v)]
+            classes = _defined(load_module(name))
             if not classes:
                 raise SpecError(f"module {name!r} defines no @kernel_spec classes")
         found.extend(c for c in classes if c not in found)

@@ -176,7 +176,7 @@ def _stand_in_reads(cls: type, values: dict[str, Any]) -> frozenset[str]:
 
 
 def analyze_class(cls: type, *, samples: int = 200, seed: int = 0,
-                  target: Target | str = "sm_90") -> KeyReport:
+                  target: Target | str | int = "sm_90") -> KeyReport:
     """The static and sampled proof of one spec class's ``key()``.
 
     Raises:

@@ -91,7 +91,7 @@ class KeyLedger:
         with self._lock:
             return sum(len(entry.proven) for entry in self._entries.values())
 
-    def first_request(self, key: str, target: Target | str = "sm_90") -> Any:
+    def first_request(self, key: str, target: Target | str | int = "sm_90") -> Any:
         """The request recorded as the reference of ``key`` for ``target``, or ``None``."""
         entry = self._entries.get(key)
         if entry is None:
@@ -101,7 +101,7 @@ class KeyLedger:
 
     # -- the two calls an executor makes ---------------------------------------------------
 
-    def record(self, key: str, spec: Any, target: Target | str, ptx: str | None) -> None:
+    def record(self, key: str, spec: Any, target: Target | str | int, ptx: str | None) -> None:
         """Record that ``ptx``, rendered from ``spec`` for ``target``, was compiled under ``key``.
 
         Called on a miss. Cheap next to the compile it follows: a derived-key lookup,
@@ -113,7 +113,7 @@ class KeyLedger:
         Args:
             key: the hand-written key, a non-empty str.
             spec: the request compiled.
-            target: a :class:`Target` or a string such as ``"sm_90"``.
+            target: a :class:`Target`, a string such as ``"sm_90"`` or an int such as ``90``.
             ptx: the PTX text compiled, or ``None`` when none was rendered (a cubin loaded
                 from a disk cache); the digest is then computed from ``spec`` when needed.
 
@@ -148,7 +148,7 @@ class KeyLedger:
                 entry.proven.clear()
                 entry.last = (None, None, "")
 
-    def prove(self, key: str, spec: Any, target: Target | str) -> None:
+    def prove(self, key: str, spec: Any, target: Target | str | int) -> None:
         """Prove that ``spec`` renders the PTX compiled under ``key`` for ``target``.
 
         Called on a hit. A request already proven under ``key`` renders nothing: the

@@ -178,7 +178,7 @@ def _variant(request: Any, field: str, rng: random.Random) -> Any | None:
 
 
 def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
-                  target: Target | str = "sm_90", fields: Iterable[str] | None = None,
+                  target: Target | str | int = "sm_90", fields: Iterable[str] | None = None,
                   time_limit: float = TIME_LIMIT_S) -> Samples:
     """Search for two valid requests with equal ``key()`` and different PTX.
 

@@ -31,7 +31,7 @@ KEY_SCHEMA = "specdsl-derived-key/1"
 DIGEST_HEX = 40
 
 
-def key_inputs(spec: Any, target: Target | str = "sm_90") -> tuple[tuple[str, str], ...]:
+def key_inputs(spec: Any, target: Target | str | int = "sm_90") -> tuple[tuple[str, str], ...]:
     """The labelled inputs of ``spec``'s derived key, in the order they are hashed.
 
     ``(("schema", KEY_SCHEMA), ("jinja2", version), ("class", "module.QualName"),
@@ -65,7 +65,7 @@ def _derived(spec: Any, target: Target) -> str:
     return f"{spec_info(spec).entry}-{digest[:DIGEST_HEX]}"
 
 
-def derived_key(spec: Any, target: Target | str = "sm_90") -> str:
+def derived_key(spec: Any, target: Target | str | int = "sm_90") -> str:
     """The module key of ``spec`` for ``target``, derived from its baked fields.
 
     Stable across processes and machines; never uses Python's ``hash()``. Memoized

@@ -9,8 +9,9 @@ from typing import Any
 import jinja2
 
 from .._base.digest import source_digest
-from .._spec.decorator import spec_info
+from .._spec.decorator import LAUNCH_NOT_IN_PTX, spec_info
 from .._spec.target import Target
+from .._templating.environment import template_location
 from ..errors import RenderError, UnsupportedTargetError
 
 __all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
@@ -23,7 +24,7 @@ _TARGET = re.compile(r"^\s*\.target\s", re.MULTILINE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
+def render_context(spec: Any, target: Target | str | int = "sm_90") -> dict[str, Any]:
     """The variables a template sees: the baked fields, ``target`` and ``entry``.
 
     Launch fields are deliberately absent: a template cannot depend on them.
@@ -35,7 +36,7 @@ def render_context(spec: Any, target: Target | str = "sm_90") -> dict[str, Any]:
     return context
 
 
-def render(spec: Any, target: Target | str = "sm_90") -> str:
+def render(spec: Any, target: Target | str | int = "sm_90") -> str:
     """Render the PTX module text of ``spec`` for ``target``.
 
     The result is deterministic: the same text for equal requests and targets in
@@ -43,7 +44,8 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
 
     Args:
         spec: a request (an instance of a :func:`kernel_spec` class).
-        target: a :class:`Target` or a string such as ``"sm_90"`` or ``"sm_90a"``.
+        target: a :class:`Target`, a string such as ``"sm_90"`` or ``"sm_90a"``, or a
+            compute capability as an int (``90``).
 
     Returns:
         PTX text, ending in a newline, holding ``.entry <entry>``.
@@ -67,9 +69,7 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
     except RenderError as exc:
         raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
     except jinja2.TemplateError as exc:
-        lineno = getattr(exc, "lineno", None)  # syntax and runtime errors carry one
-        where = f" line {lineno}" if lineno else ""
-        raise RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}") from exc
+        raise _template_error(spec, exc) from exc
     bad = _CONTROL.search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
@@ -82,6 +82,29 @@ def render(spec: Any, target: Target | str = "sm_90") -> str:
         raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "
                           "directive: start it with {% include \"header.ptx.j2\" %}")
     return text if text.endswith("\n") else text + "\n"
+
+
+# Jinja's StrictUndefined message for a variable the context lacks.
+_UNDEFINED = re.compile(r"'(\w+)' is undefined")
+
+
+def _template_error(spec: Any, exc: jinja2.TemplateError) -> RenderError:
+    """A Jinja error as a :class:`RenderError` naming the request, the template and the
+    file and line it came from: a launch field read through a dynamic include (which
+    the definition-time check cannot see) is called one."""
+    info = spec_info(spec)
+    lineno = getattr(exc, "lineno", None)  # syntax errors carry one
+    where = f" line {lineno}" if lineno else ""
+    place = template_location(info.env, exc)
+    if place is not None:
+        name, line = place
+        where = (f" line {line}" if name == info.template else
+                 f" ({name!r} line {line}, reached from it)")
+    undefined = _UNDEFINED.fullmatch(str(exc))
+    if isinstance(exc, jinja2.UndefinedError) and undefined and undefined[1] in info.launch:
+        return RenderError(f"{spec!r}: template {info.template!r}{where} reads launch field "
+                           f"{undefined[1]!r}; {LAUNCH_NOT_IN_PTX}")
+    return RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}")
 
 
 def rendering_digest() -> str:

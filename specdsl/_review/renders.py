@@ -82,7 +82,7 @@ class RenderFile:
     skipped: str | None = None
 
 
-def write_renders(requests: Iterable[Any], target: Target | str, out: str | os.PathLike[str]
+def write_renders(requests: Iterable[Any], target: Target | str | int, out: str | os.PathLike[str]
                   ) -> list[RenderFile]:
     """Write one ``.ptx`` file per request into the folder ``out`` (created if missing).
 
@@ -144,8 +144,8 @@ class PtxDiff:
         return self.ptx_a == self.ptx_b
 
 
-def diff_requests(first: Any, second: Any, target_a: Target | str = "sm_90",
-                  target_b: Target | str | None = None) -> PtxDiff:
+def diff_requests(first: Any, second: Any, target_a: Target | str | int = "sm_90",
+                  target_b: Target | str | int | None = None) -> PtxDiff:
     """Render ``first`` for ``target_a`` and ``second`` for ``target_b`` (default: the same).
 
     Raises:

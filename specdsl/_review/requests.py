@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 import attrs
 
-from .._spec.decorator import spec_info
-from ..errors import SpecError
+from .._spec.decorator import did_you_mean, spec_info
+from .._spec.fields import role_of
+from ..errors import SpecArgumentError, SpecError
 
 __all__ = ["builtin_specs", "spec_name", "MODULE_FILES", "parse_assignments", "build_request",
            "parse_request", "format_value", "format_request"]
@@ -44,6 +45,18 @@ def spec_name(cls: type) -> str:
     return f"{MODULE_FILES.get(cls.__module__) or cls.__module__}:{cls.__qualname__}"
 
 
+def _tuple_items(owner: str, name: str, text: str) -> list[str]:
+    """The items of a tuple's text: comma-separated, blanks around each ignored, no
+    brackets, no empty item; ``""`` is the empty tuple."""
+    if not text.strip():
+        return []
+    items = [item.strip() for item in text.split(",")]
+    if text.strip()[:1] in "([" or text.strip()[-1:] in ")]" or "" in items:
+        raise SpecError(f"{owner}.{name} must be comma-separated values without brackets "
+                        f"or empty items, such as 1,2 (got {text!r})")
+    return items
+
+
 def _parse_value(owner: str, name: str, tp: Any, text: str) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -51,12 +64,12 @@ def _parse_value(owner: str, name: str, tp: Any, text: str) -> Any:
             return None
         return _parse_value(owner, name, next(a for a in args if a is not type(None)), text)
     if origin is tuple:
-        items = [t for t in text.strip("()[] ").split(",") if t.strip()]
+        items = _tuple_items(owner, name, text)
         item_types = [args[0]] * len(items) if args[1:] == (Ellipsis,) else list(args)
         if len(item_types) != len(items):  # never drop or invent an item
             raise SpecError(f"{owner}.{name} must be {len(item_types)} comma-separated "
                             f"values (got {text!r})")
-        return tuple(_parse_value(owner, name, t, s.strip())
+        return tuple(_parse_value(owner, name, t, s)
                      for t, s in zip(item_types, items, strict=True))
     if origin is Literal:
         for option in args:
@@ -89,8 +102,11 @@ def parse_assignments(cls: type, assignments: list[str]) -> dict[str, Any]:
     The values are not yet checked together: building the request does that.
 
     Raises:
-        SpecError: a malformed assignment, an unknown field, a field given twice, or a
-            value its type cannot parse (naming the field, the value and what was expected).
+        SpecError: a malformed assignment, an unknown field (a
+            :class:`~specdsl.errors.SpecArgumentError` with the closest name), a field given
+            twice, or a value its type cannot parse (naming the field, the value and what
+            was expected). A tuple's text is comma-separated values (``dims=1,2``), without
+            brackets or empty items.
     """
     info = spec_info(cls)
     hints = typing.get_type_hints(cls)
@@ -102,8 +118,9 @@ def parse_assignments(cls: type, assignments: list[str]) -> dict[str, Any]:
         if not sep or not name:
             raise SpecError(f"expected field=value (got {item!r})")
         if name not in fields:
-            raise SpecError(f"{cls.__qualname__} has no field {name!r} "
-                            f"(fields: {', '.join(info.baked + info.launch)})")
+            names = info.baked + info.launch
+            raise SpecArgumentError(f"{cls.__qualname__} has no field {name!r} (fields: "
+                                    f"{', '.join(names)}){did_you_mean([name], names)}")
         if name in values:
             raise SpecError(f"{cls.__qualname__}.{name} is given twice ({item!r}); give each "
                             "field once")
@@ -116,8 +133,16 @@ def build_request(cls: type, values: dict[str, Any]) -> Any:
 
     Raises:
         SpecError: a value a field refuses, or a missing required field (a
-            :class:`~specdsl.errors.SpecArgumentError`, which names the class and field).
+            :class:`~specdsl.errors.SpecArgumentError`, which names the class and field
+            and how to give it as text: ``hidden=VALUE``).
     """
+    missing = [f for f in attrs.fields(cls)
+               if f.init and f.default is attrs.NOTHING and f.name not in values]
+    if missing:
+        raise SpecArgumentError(
+            f"{cls.__qualname__} is missing required field(s) "
+            f"{', '.join(f'{f.name!r} ({role_of(f)})' for f in missing)} (no default): "
+            f"give {' '.join(f'{f.name}=VALUE' for f in missing)}")
     return cls(**values)
 
 

@@ -47,7 +47,7 @@ class Verified:
     skipped: str | None = None
 
 
-def verify_request(request: Any, target: Target | str, *, no_spills: bool = False,
+def verify_request(request: Any, target: Target | str | int, *, no_spills: bool = False,
                    max_registers: int | None = None,
                    compile_options: CompileOptions | None = None) -> Verified:
     """Render and compile ``request`` for ``target`` with nvJitLink; check the limits.

@@ -10,7 +10,7 @@ import linecache
 import sys
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,7 +43,8 @@ from .fields import (
     role_of,
 )
 
-__all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values"]
+__all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values",
+           "did_you_mean", "LAUNCH_NOT_IN_PTX"]
 
 T = TypeVar("T", bound=type)
 
@@ -273,17 +274,22 @@ def _refuse_call(cls: type, n_positional: int, extra: tuple[Any, ...], unknown: 
             f"({', '.join(by_position)}), got {n_positional + len(extra)}; name them: "
             f"{owner}({by_position[0] if by_position else 'field'}=...)")
     if unknown:
-        hints = [difflib.get_close_matches(k, names, n=1) for k in unknown]
-        guess = "".join(f"; did you mean {h[0]!r}?" for h in hints if h)
         raise SpecArgumentError(
             f"{owner} has no field {', '.join(map(repr, unknown))} (fields: "
-            f"{', '.join(names)}){guess}")
+            f"{', '.join(names)}){did_you_mean(unknown, names)}")
     roles = {n: role_of(f) for f, n in zip(fields, names, strict=True)}
     missing = [n for n, value in required.items() if value is _MISSING]
     raise SpecArgumentError(
         f"{owner} is missing required field(s) "
         f"{', '.join(f'{n!r} ({roles[n]})' for n in missing)} (no default): write "
         f"{owner}({', '.join(f'{n}=...' for n in missing)})")
+
+
+def did_you_mean(unknown: Iterable[str], names: Sequence[str]) -> str:
+    """``"; did you mean 'hidden'?"`` for each unknown name close to one of ``names``
+    (:func:`difflib.get_close_matches`), or ``""``."""
+    hints = [difflib.get_close_matches(name, names, n=1) for name in unknown]
+    return "".join(f"; did you mean {hint[0]!r}?" for hint in hints if hint)
 
 
 def _search_path(cls: type, template_dir: str | Path | None) -> tuple[str, ...]:
@@ -347,15 +353,22 @@ _CONVERTER: type | None = getattr(attrs, "Converter", None)
 def _check_names(owner: str, template: str, facts: TemplateFacts,
                  baked_names: tuple[str, ...], launch_names: tuple[str, ...]) -> None:
     for variable in sorted(facts.names):
+        readers = facts.read_by(variable) or (template,)
+        where = (f"template {template!r}" if readers == (template,) else
+                 f"template {' and '.join(map(repr, readers))} (reached from {template!r})")
         if variable in launch_names:
             raise SpecDefinitionError(
-                f"{owner}: template {template!r} reads launch field {variable!r}; launch "
-                "fields never reach the PTX (make it baked(...) if the PTX depends on it)")
+                f"{owner}: {where} reads launch field {variable!r}; {LAUNCH_NOT_IN_PTX}")
         if variable not in baked_names and variable not in CONTEXT_NAMES:
             raise SpecDefinitionError(
-                f"{owner}: template {template!r} reads {variable!r}, which is neither a baked "
+                f"{owner}: {where} reads {variable!r}, which is neither a baked "
                 f"field ({', '.join(baked_names) or 'none'}) nor a context name "
                 f"({', '.join(sorted(CONTEXT_NAMES))})")
+
+
+#: Why a template may not read a launch field, and what to do.
+LAUNCH_NOT_IN_PTX = ("launch fields never reach the PTX (make it baked(...) if the PTX "
+                     "depends on it)")
 
 
 def is_spec(obj: Any) -> bool:

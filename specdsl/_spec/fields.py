@@ -107,11 +107,12 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
         validator: a check, or a list of checks run in order: an attrs validator such
             as ``attrs.validators.ge(1)``, any ``check(instance, attribute, value)``, or
             a plain ``check(value)``. A check accepts the value by returning ``None`` or
-            ``True``; it refuses it by raising ``ValueError``, ``TypeError`` or
-            ``AssertionError``, or by returning ``False`` (a NumPy bool counts as a
-            bool). Any other return, such as ``0`` or a regex match, is refused as
-            ambiguous. Every refusal is a :class:`SpecError` naming the field, the value
-            and the check's reason.
+            ``True``; it refuses it by raising ``ValueError`` or ``TypeError``, or by
+            returning ``False`` (a NumPy bool counts as a bool). An ``AssertionError`` is
+            a refusal too, but never validate with ``assert``: ``python -O`` strips it
+            and the value is accepted. Any other return, such as ``0`` or a regex
+            match, is refused as ambiguous. Every refusal is a :class:`SpecError`
+            naming the field, the value and the check's reason.
         converter: applied before specdsl's own type coercion: a callable
             ``f(value)``, an ``attrs.Converter`` (attrs >= 24.1; ``takes_self=True``
             passes the instance, whose earlier fields are set, and ``takes_field=True``

@@ -32,7 +32,7 @@ class Target:
     """The render context a compile target supplies: ``sm_90``, ``sm_90a``, ...
 
     Made from its name, ``Target("sm_90a")``, or from its parts, ``Target(90, "a")``;
-    :meth:`parse` also takes a Target.
+    :meth:`parse` also takes a Target or a compute capability alone (``90``).
 
     Attributes:
         arch: compute capability as one integer (``90`` for 9.0).
@@ -87,17 +87,24 @@ class Target:
                 f"{self.sm} (needs {floor[0]}.{floor[1]} or newer)")
 
     @classmethod
-    def parse(cls, value: Target | str) -> Target:
-        """Return a :class:`Target` for ``"sm_90"``, ``"sm_90a"``, ``"sm_100f"`` or a Target.
+    def parse(cls, value: Target | str | int) -> Target:
+        """Return a :class:`Target` for ``"sm_90"``, ``"sm_90a"``, ``"sm_100f"``, a compute
+        capability as one int (``90``, the same target as ``"sm_90"``) or a Target.
+
+        Every function that takes a target reads it here, so each takes all of these, and
+        equal targets give equal keys: ``derived_key(spec, 90) == derived_key(spec, "sm_90")``.
 
         Raises:
-            TargetError: ``value`` is not of the form ``sm_<digits>[a|f]`` or names
-                an unknown compute capability.
+            TargetError: ``value`` is not of the form ``sm_<digits>[a|f]``, names an
+                unknown compute capability, or is of another type (a bool, a float).
         """
         if isinstance(value, Target):
             return value
+        if type(value) is int:
+            return _parse_arch(value)
         if not isinstance(value, str):
-            raise TargetError(f"target must be a Target or a string like 'sm_90' (got {value!r})")
+            raise TargetError(f"target must be a Target, a string like 'sm_90' or a compute "
+                              f"capability like 90 (got {value!r})")
         return _parse_text(value)
 
     @classmethod
@@ -122,16 +129,16 @@ class Target:
         """The PTX ISA version for the ``.version`` directive, e.g. ``"8.0"``."""
         return f"{self.ptx_version[0]}.{self.ptx_version[1]}"
 
-    def __lt__(self, other: Target | str) -> bool:
+    def __lt__(self, other: Target | str | int) -> bool:
         return self.arch < Target.parse(other).arch
 
-    def __le__(self, other: Target | str) -> bool:
+    def __le__(self, other: Target | str | int) -> bool:
         return self.arch <= Target.parse(other).arch
 
-    def __gt__(self, other: Target | str) -> bool:
+    def __gt__(self, other: Target | str | int) -> bool:
         return self.arch > Target.parse(other).arch
 
-    def __ge__(self, other: Target | str) -> bool:
+    def __ge__(self, other: Target | str | int) -> bool:
         return self.arch >= Target.parse(other).arch
 
     def __str__(self) -> str:
@@ -149,3 +156,8 @@ def known_targets() -> tuple[Target, ...]:
 def _parse_text(value: str) -> Target:
     # Target strings repeat on hot paths (derived_key(spec, "sm_90")): parse each once.
     return Target._from_text(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_arch(value: int) -> Target:
+    return Target(value)

@@ -28,7 +28,7 @@ from . import immediates
 from .immediates import is_ptx_text
 
 __all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
-           "template_facts", "template_path", "CONTEXT_NAMES"]
+           "template_facts", "template_path", "template_location", "CONTEXT_NAMES"]
 
 #: Names every template may read besides the spec's baked fields.
 CONTEXT_NAMES = frozenset({"target", "entry"})
@@ -171,12 +171,19 @@ class TemplateFacts:
         dynamic: True where an include or import names its template at render time;
             then ``sources`` covers every template on the search path.
         digest: one sha256 over ``sources``.
+        readers: ``(name, templates that read it)`` for each name in ``names``, sorted:
+            which file to blame for a name it may not read.
     """
 
     names: frozenset[str]
     sources: tuple[tuple[str, str], ...]
     dynamic: bool
     digest: str
+    readers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def read_by(self, name: str) -> tuple[str, ...]:
+        """The templates (names, as included) that read ``name``, in sorted order."""
+        return dict(self.readers).get(name, ())
 
 
 @functools.cache
@@ -208,6 +215,7 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
     """
     names: set[str] = set()
     sources: dict[str, str] = {}
+    readers: dict[str, set[str]] = {}
     dynamic = False
     pending = [name]
     while pending:
@@ -216,6 +224,8 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
             continue
         sources[current], read, references = _file_facts(env, current)
         names |= read
+        for variable in read:
+            readers.setdefault(variable, set()).add(current)
         for ref in references:
             if ref is None:
                 dynamic = True
@@ -231,7 +241,26 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
     digest = hashlib.sha256()
     for item_name, item_digest in ordered:
         digest.update(f"{len(item_name)}:{item_name}={item_digest};".encode())
-    return TemplateFacts(frozenset(names), ordered, dynamic, digest.hexdigest())
+    return TemplateFacts(frozenset(names), ordered, dynamic, digest.hexdigest(),
+                         tuple(sorted((n, tuple(sorted(readers[n]))) for n in names)))
+
+
+def template_location(env: jinja2.Environment, exc: BaseException) -> tuple[str, int] | None:
+    """``(template name, line)`` of the innermost template frame in ``exc``'s traceback
+    (Jinja gives a template's code the template's file and line numbers), or ``None``."""
+    loader = env.loader
+    if not isinstance(loader, _PinnedLoader):
+        return None
+    with loader._lock:
+        files = {filename: name for name, (_, filename) in loader._pinned.items()}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = files.get(tb.tb_frame.f_code.co_filename)
+        if name is not None:
+            found = (name, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
 
 
 def template_path(env: jinja2.Environment, name: str) -> str:

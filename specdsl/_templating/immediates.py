@@ -57,7 +57,7 @@ def encode_float(value: float, fmt: str, *, allow_nonfinite: bool = False) -> in
     exp_all_ones = (1 << ebits) - 1
     if math.isnan(x) or math.isinf(x):
         if not allow_nonfinite:
-            raise RenderError(f"{fmt} immediate must be finite (got {value!r})")
+            raise RenderError(_nonfinite(fmt, value))
         quiet = (1 << (mbits - 1)) if math.isnan(x) else 0
         return top | (exp_all_ones << mbits) | quiet
     if x == 0.0:
@@ -79,8 +79,10 @@ def encode_float(value: float, fmt: str, *, allow_nonfinite: bool = False) -> in
     while exact >= Fraction(2) ** (exponent + 1):
         exponent += 1
     quanta = round(exact / Fraction(2) ** (exponent - mbits))  # ties to even
-    if quanta == 0:
-        raise RenderError(f"{value!r} rounds to zero in {fmt}; use 0.0 if that is meant")
+    if quanta == 0:  # the field's own rules say whether 0.0 would do: no advice here
+        smallest = float(Fraction(2) ** (1 - bias - mbits))
+        raise RenderError(f"{value!r} rounds to zero in {fmt} (its smallest non-zero "
+                          f"magnitude is {smallest:.6g})")
     if quanta == 1 << (mbits + 1):
         exponent, quanta = exponent + 1, quanta >> 1
     if exponent > bias:
@@ -89,6 +91,11 @@ def encode_float(value: float, fmt: str, *, allow_nonfinite: bool = False) -> in
     if quanta < 1 << mbits:  # subnormal: biased exponent 0
         return top | quanta
     return top | ((exponent + bias) << mbits) | (quanta - (1 << mbits))
+
+
+def _nonfinite(fmt: str, value: object) -> str:
+    return (f"{fmt} immediate must be finite (got {value!r}); a template that means to "
+            f"write it uses {{{{ x | {fmt}(allow_nonfinite=true) }}}}")
 
 
 def f32(value: float, allow_nonfinite: bool = False) -> str:
@@ -100,7 +107,7 @@ def f64(value: float, allow_nonfinite: bool = False) -> str:
     """``value`` as an exact PTX ``.f64`` immediate, e.g. ``1.0 -> "0d3FF0000000000000"``."""
     x = _as_float(value, "f64")
     if not allow_nonfinite and not math.isfinite(x):
-        raise RenderError(f"f64 immediate must be finite (got {value!r})")
+        raise RenderError(_nonfinite("f64", value))
     return f"0d{struct.unpack('<Q', struct.pack('<d', x))[0]:016X}"
 
 
