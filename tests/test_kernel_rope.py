@@ -103,17 +103,21 @@ def test_vector_width():
 
 
 def test_tasks_and_grid():
-    """One thread per (token, head pair, chunk): 20 pairs x 8 chunks for bf16 neox head_dim 128."""
-    spec = RoPE(dtype="bf16", q_heads=32, kv_heads=8, head_dim=128, block=256)
+    """One thread per (token, head pair, chunk) with pair_heads: 20 pairs x 8 chunks for bf16
+    neox head_dim 128; by default one thread per (token, head row, chunk): 40 x 8."""
+    spec = RoPE(dtype="bf16", q_heads=32, kv_heads=8, head_dim=128, pair_heads=True, block=256)
     assert spec.tasks_per_token == 160 and spec.heads_per_thread == 2
     assert spec.grid(1) == (1, 1, 1) and spec.grid(4) == (3, 1, 1)
-    assert RoPE(dtype="bf16", style="gptj").tasks_per_token == 320
+    assert RoPE(dtype="bf16", style="gptj", pair_heads=True).tasks_per_token == 320
     assert RoPE(dtype="bf16", q_heads=3, kv_heads=1).tasks_per_token == 32
+    default = RoPE(dtype="bf16")
+    assert (default.heads_per_thread, default.tasks_per_token, default.block) == (1, 320, 128)
+    assert default.grid(4) == (10, 1, 1)
 
 
 def test_grid_refuses_u32_overflow():
     """A launch needing 2^31 threads or more is refused."""
-    with pytest.raises(SpecError, match=r"RoPE.grid: tokens=16777216 gives 2684354560 threads"):
+    with pytest.raises(SpecError, match=r"RoPE.grid: tokens=16777216 gives 5368709120 threads"):
         RoPE().grid(2**24)
 
 
@@ -214,16 +218,16 @@ def test_gpu_random_positions(tokens):
 
 # --- tuning: one head row a thread (benchmarks/variants.py copy-rate) --------------------
 
-def test_pair_heads_off_gives_one_head_a_thread():
-    """pair_heads=False rotates one head row a thread: twice the tasks a token, half the
-    loads a thread, and no spills."""
-    paired, single = RoPE(), RoPE(pair_heads=False)
+def test_one_head_a_thread_by_default():
+    """RoPE rotates one head row a thread by default (pair_heads=False): twice the tasks a
+    token of pair_heads=True, half the loads a thread, and no spills."""
+    paired, single = RoPE(pair_heads=True), RoPE()
     assert (paired.heads_per_thread, single.heads_per_thread) == (2, 1)
     assert single.tasks_per_token == 2 * paired.tasks_per_token
     assert render(single).count("ld.global.v4.b32") == render(paired).count(
         "ld.global.v4.b32") // 2
     assert_no_spills(assemble(single))
-    assert RoPE(q_heads=7, kv_heads=1).heads_per_thread == 1
+    assert RoPE(q_heads=7, kv_heads=1, pair_heads=True).heads_per_thread == 1
 
 
 @pytest.mark.gpu

@@ -89,9 +89,11 @@ class RoPE:
     theta: float = baked(10000.0, validator=_theta_check, doc="frequency base")
     style: Literal["neox", "gptj"] = baked("neox", validator=_style_check,
                                            doc="neox: rotate halves; gptj: interleaved pairs")
-    pair_heads: bool = baked(True, doc="two head rows a thread (one set of sines and cosines) "
-                                       "when both head counts are even")
-    block: int = launch(256, validator=block_size, doc="threads per CTA")
+    # defaults from the copy-rate sweep on an H200 (docs/kernels/rope.md, "Tuning"): one head
+    # row a thread and 128-thread CTAs were fastest both at 16384 tokens and at 16
+    pair_heads: bool = baked(False, doc="two head rows a thread (one set of sines and "
+                                        "cosines) when both head counts are even")
+    block: int = launch(128, validator=block_size, doc="threads per CTA")
 
     #: the requests `specdsl verify --grid` compiles
     variants = {"dtype": ["f32", "f16", "bf16"], "style": ["neox", "gptj"]}
