@@ -104,11 +104,11 @@ def current_stream(index: int) -> Any:
     return torch.cuda.current_stream(index)
 
 
-def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torch.device) -> None:
+def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], index: int) -> None:
     """Launch ``spec`` with ``args`` (in ``.param`` order) on torch's current stream of
-    ``device``, with ``dims = (grid, block)``.
+    CUDA device ``index``, with ``dims = (grid, block)``.
 
-    The launch runs with ``device`` current (the kernel is launched in the current
+    The launch runs with that device current (the kernel is launched in the current
     context), and torch's current device is left as it was.
 
     Raises:
@@ -116,21 +116,25 @@ def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torc
             ``Executor.launch``).
         RenderError, CompileError: the first launch of a request cannot build its module.
     """
-    index = device.index
-    key = (spec, dims, index)
-    bound = _bound.get(key)
+    bound = _bound.get((spec, dims, index))
     if bound is None:
-        run = _executors.get(index) or executor(index)
-        grid, block = dims
-        bound = run.bind(spec, grid=grid, block=block, stream=TORCH_CURRENT_STREAM)
-        if len(_bound) >= _BOUND_LIMIT:
-            _bound.clear()
-        _bound[key] = bound
+        bound = _bind(spec, dims, index)
     if torch._C._cuda_getDevice() == index:  # torch.cuda.current_device(), less its checks
         bound(*args)
     else:
         with torch.cuda.device(index):
             bound(*args)
+
+
+def _bind(spec: Any, dims: tuple[Any, Any], index: int) -> Callable[..., None]:
+    """The launcher of ``spec`` with ``dims`` on device ``index``, bound once and kept."""
+    run = _executors.get(index) or executor(index)
+    grid, block = dims
+    bound = run.bind(spec, grid=grid, block=block, stream=TORCH_CURRENT_STREAM)
+    if len(_bound) >= _BOUND_LIMIT:
+        _bound.clear()
+    _bound[(spec, dims, index)] = bound
+    return bound
 
 
 @functools.cache
