@@ -44,7 +44,7 @@ def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     key = (x.shape, x.dtype)
     plan, index = _PLANS.get(key), _validate.placed(x)
     if plan is None or index < 0:
-        plan, index = _PLANS.keep(key, _plan(x)), x.get_device()
+        plan = _PLANS.keep(key, _plan(x))
     spec, tokens, dims, (shape,) = plan
     out = x.new_empty(shape)
     if tokens:

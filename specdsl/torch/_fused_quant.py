@@ -56,7 +56,6 @@ def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
     plan, index = _NORM_PLANS.get(key), _validate.placed(*tensors)
     if plan is None or index < 0 or (residual is not None and _validate.overlap(x, residual)):
         plan = _NORM_PLANS.keep(key, _norm_plan(op, x, residual, weight, eps, scale, mode))
-        index = x.get_device()
     spec, rows, dims, (scales,) = plan
     q = torch.empty_like(x, dtype=FP8_DTYPE)
     if scale is None:
@@ -185,7 +184,7 @@ def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
         key, index = (mode, x.shape, x.dtype, scale.shape, scale.dtype), _validate.placed(x, scale)
     plan = _SILU_PLANS.get(key)
     if plan is None or index < 0:
-        plan, index = _SILU_PLANS.keep(key, _silu_plan(x, scale, mode)), x.get_device()
+        plan = _SILU_PLANS.keep(key, _silu_plan(x, scale, mode))
     spec, tokens, dims, (codes, scales) = plan
     q = x.new_empty(codes, dtype=FP8_DTYPE)
     if scale is None:

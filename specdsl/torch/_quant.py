@@ -71,7 +71,7 @@ def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor
         key, index = (x.shape, x.dtype, scale.shape, scale.dtype), _validate.placed(x, scale)
     plan = _PLANS.get(key)
     if plan is None or index < 0:
-        plan, index = _PLANS.keep(key, _plan(x, scale)), x.get_device()
+        plan = _PLANS.keep(key, _plan(x, scale))
     spec, tokens, dims, (scales,) = plan
     q = torch.empty_like(x, dtype=FP8_DTYPE)
     if scale is None:
@@ -182,7 +182,7 @@ def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     key, index = (x.shape, x.dtype), _validate.placed(x)
     plan = _GROUP_PLANS.get(key)
     if plan is None or index < 0:
-        plan, index = _GROUP_PLANS.keep(key, _group_plan(x)), x.get_device()
+        plan = _GROUP_PLANS.keep(key, _group_plan(x))
     spec, tokens, dims, (scales,) = plan
     q, scale = torch.empty_like(x, dtype=FP8_DTYPE), x.new_empty(scales, dtype=torch.float32)
     if tokens:

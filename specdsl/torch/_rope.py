@@ -74,7 +74,6 @@ def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
     plan, index = _PLANS.get(key), _validate.placed(q, k, positions)
     if plan is None or index < 0 or _validate.overlap(q, k):
         plan = _PLANS.keep(key, _plan(positions, q, k, head_dim, theta, style, rotary_dim))
-        index = q.get_device()
     spec, tokens, dims, _ = plan
     if tokens:
         _runtime.launch(spec, (q, k, positions, tokens), dims, index)

@@ -16,14 +16,14 @@ def _request(x: torch.Tensor, scale: float, split: int) -> Any:
                              x.shape[-1], scale, x.dtype, split)
 
 
-def _plan(x: torch.Tensor, scale: float) -> _validate.Plan:
-    """Every check of a softmax call, in order; the plan they settle (the split of a row
-    over a cluster depends on the device's SM count)."""
+def _plan(x: torch.Tensor, scale: float, index: int) -> _validate.Plan:
+    """Every check of a softmax call, in order; the plan they settle for device ``index``
+    (the split of a row over a cluster depends on the device's SM count)."""
     _validate.float_tensor(_OP_NAME, "x", x)
     _validate.on_cuda(_OP_NAME, "x", x)
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
-    split = specs.softmax_split(cols, x.dtype, rows, _runtime.cluster_sm_count(x.get_device()))
+    split = specs.softmax_split(cols, x.dtype, rows, _runtime.cluster_sm_count(index))
     return _validate.plan(_request(x, scale, split), rows)
 
 
@@ -36,8 +36,7 @@ def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
     key = (x.shape, x.dtype, scale, index)
     plan = _PLANS.get(key)
     if plan is None or index < 0:
-        index = x.get_device()
-        plan = _PLANS.keep((x.shape, x.dtype, scale, index), _plan(x, scale))
+        plan = _PLANS.keep(key, _plan(x, scale, index))
     spec, rows, dims, _ = plan
     out = torch.empty_like(x)
     if rows:

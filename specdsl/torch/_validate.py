@@ -188,7 +188,8 @@ class Plans(dict[Any, Plan]):
 def placed(first: torch.Tensor, *others: torch.Tensor) -> int:
     """The ordinal of ``first``'s CUDA device where ``first`` and every one of ``others``
     are contiguous tensors on that device, else -1: the part of the checks that a call
-    with a combination seen before must still ask."""
+    with a combination seen before must still ask. Each op's full checks refuse whatever
+    this refuses, so a call they pass has its device ordinal here."""
     if not (first.is_cuda and first.is_contiguous()):
         return -1
     index = first.get_device()
