@@ -118,21 +118,30 @@ class Mode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
 @pytest.mark.parametrize("tensors", [
     lambda: (t(2, 8).as_subclass(Sub), t(8)),
     lambda: (t(2, 8), SubParameter(t(8), requires_grad=False)),
     lambda: (t(2, 8), t(8).requires_grad_()),
     lambda: (torch._neg_view(t(2, 8)), t(8)),
-    lambda: (torch.nested.as_nested_tensor([t(2, 8), t(3, 8)]), t(8)),
+    lambda: (torch.nested.as_nested_tensor([t(2, 8), t(3, 8)], layout=torch.jagged), t(8)),
     lambda: (torch.empty(2, 8, device="meta"), t(8)),
     lambda: ([1.0, 2.0], t(8)),
-], ids=["subclass", "Parameter subclass", "requires_grad", "neg bit", "nested", "meta",
-        "not a tensor"])
+], ids=["subclass", "Parameter subclass", "requires_grad", "neg bit", "jagged nested",
+        "meta", "not a tensor"])
 def test_tensors_the_dispatcher_must_see(tensors):
-    """Subclasses, tensors needing autograd, the neg bit, nested and meta tensors and
-    non-tensors take the op."""
+    """Subclasses (a jagged nested tensor is one), tensors needing autograd, the neg bit,
+    meta tensors and non-tensors take the op."""
     assert not _eager.plain(*tensors())
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+@pytest.mark.parametrize("call", [sd.rms_norm, OPS.rms_norm.default], ids=["fast", "op"])
+def test_strided_nested_tensor_refused_by_torch(call):
+    """A strided nested tensor (which the gate does not ask about) is refused by torch on
+    either path."""
+    nested = torch.nested.as_nested_tensor([t(2, 64), t(3, 64)])
+    with pytest.raises(RuntimeError, match="NestedTensor"):
+        call(nested, t(64), 1e-6)
 
 
 def test_requires_grad_is_plain_without_grad_mode():
@@ -350,7 +359,7 @@ _PLANS = [memo for module in (_norm, _softmax, _rope, _activation, _quant, _fuse
 @pytest.fixture
 def stand_in(monkeypatch):
     """The implementations take CPU tensors for CUDA ones (device ordinal 0) and record
-    each launch as ``(spec, args, dims, index)`` instead of making it."""
+    each launch as ``(plan, args, index)`` instead of making it."""
 
     def placed(first, *others):  # _validate.placed, with the CPU for a CUDA device
         tensors = (first, *others)
@@ -383,10 +392,10 @@ def test_launch_reads_the_plan(stand_in):
     """The launch gets the request, the arguments, the rows and their geometry."""
     x, w = t(3, 64), t(64)
     out = sd.rms_norm(x, w, 1e-6)
-    spec, args, dims, index = stand_in[0]
-    assert spec == sd.specs.rms_norm(64, 1e-6, BF16, False)
-    assert args[:2] == (x, w) and args[2] is out and args[3] == 3
-    assert (dims, index) == (spec.launch_dims(3), 0)
+    plan, args, index = stand_in[0]
+    assert plan.spec == sd.specs.rms_norm(64, 1e-6, BF16, False)
+    assert args[:2] == (x, w) and args[2] is out and args[3] == plan.rows == 3
+    assert (plan.dims, index) == (plan.spec.launch_dims(3), 0)
 
 
 def test_strided_tensor_after_a_plan_refused_alike(stand_in):
@@ -435,8 +444,8 @@ def test_outputs_alike_on_both_paths(stand_in, name):
     fast, op = (call() for call in CALLS[name])
     fast, op = (r if isinstance(r, tuple) else (r,) for r in (fast, op))
     assert [(o.shape, o.dtype) for o in fast[:len(op)]] == [(o.shape, o.dtype) for o in op]
-    (spec, args, dims, _), (op_spec, op_args, op_dims, _) = stand_in
-    assert (spec, dims, len(args)) == (op_spec, op_dims, len(op_args))
+    (plan, args, _), (op_plan, op_args, _) = stand_in
+    assert plan is op_plan and len(args) == len(op_args)
 
 
 def test_completed_versions_advance_alike(stand_in):
@@ -463,3 +472,4 @@ def test_requires_grad_gets_the_ops_autograd(stand_in):
     assert y.requires_grad
     with pytest.raises(RuntimeError, match="autograd"):
         y.float().sum().backward()
+

@@ -45,10 +45,10 @@ def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     plan, index = _PLANS.get(key), _validate.placed(x)
     if plan is None or index < 0:
         plan = _PLANS.keep(key, _plan(x))
-    spec, tokens, dims, (shape,) = plan
+    (shape,) = plan.shapes
     out = x.new_empty(shape)
-    if tokens:
-        _runtime.launch(spec, (x, out, tokens), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, out, plan.rows), index)
     return out
 
 

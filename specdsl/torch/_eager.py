@@ -37,12 +37,15 @@ def plain(*tensors: Any) -> bool:
     That holds when torch is not tracing the call (``torch.compile``, ``torch.export``,
     ``torch.jit.trace``), no torch dispatch mode, torch function mode or functorch
     transform is active, and every tensor is a ``torch.Tensor`` or ``torch.nn.Parameter``
-    of exactly that type (no FakeTensor, FunctionalTensor, DTensor or other subclass),
-    without the negative bit (which the dispatcher resolves into a copy) or nested
-    storage, and not needing autograd (grad mode on and ``requires_grad``: the op's
-    autograd kernel gives those results a ``grad_fn`` that refuses a backward). The first
-    tensor is on a CUDA device or the CPU (which the implementation refuses as the op
-    does; a meta tensor gets the op's fake result).
+    of exactly that type (no FakeTensor, FunctionalTensor, DTensor, jagged nested tensor
+    or other subclass), without the negative bit (which the dispatcher resolves into a
+    copy) and not needing autograd (grad mode on and ``requires_grad``: the op's autograd
+    kernel gives those results a ``grad_fn`` that refuses a backward). The first tensor
+    is on a CUDA device or the CPU (which the implementation refuses as the op does; a
+    meta tensor gets the op's fake result).
+
+    A strided nested tensor is not asked about (a read a tensor, on every call): torch
+    refuses it on either path, with a ``RuntimeError`` whose message differs.
 
     Args:
         tensors: the call's tensor arguments; anything that is not a tensor makes the
@@ -55,7 +58,7 @@ def plain(*tensors: Any) -> bool:
         return False
     grad = _grad_enabled()
     for t in tensors:
-        if ((type(t) is not _Tensor and type(t) is not _Parameter) or t.is_neg() or t.is_nested
+        if ((type(t) is not _Tensor and type(t) is not _Parameter) or t.is_neg()
                 or (grad and t.requires_grad)):
             return False
     first: torch.Tensor = tensors[0]

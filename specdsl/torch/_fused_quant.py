@@ -56,13 +56,13 @@ def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
     plan, index = _NORM_PLANS.get(key), _validate.placed(*tensors)
     if plan is None or index < 0 or (residual is not None and _validate.overlap(x, residual)):
         plan = _NORM_PLANS.keep(key, _norm_plan(op, x, residual, weight, eps, scale, mode))
-    spec, rows, dims, (scales,) = plan
+    (scales,) = plan.shapes
     q = torch.empty_like(x, dtype=FP8_DTYPE)
     if scale is None:
         scale = x.new_empty(scales, dtype=torch.float32)
-    if rows:
+    if plan.rows:
         inputs = (x, weight) if residual is None else (x, residual, weight)
-        _runtime.launch(spec, (*inputs, q, scale, rows), dims, index)
+        _runtime.launch(plan, (*inputs, q, scale, plan.rows), index)
     return q, scale
 
 
@@ -185,12 +185,12 @@ def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
     plan = _SILU_PLANS.get(key)
     if plan is None or index < 0:
         plan = _SILU_PLANS.keep(key, _silu_plan(x, scale, mode))
-    spec, tokens, dims, (codes, scales) = plan
+    (codes, scales) = plan.shapes
     q = x.new_empty(codes, dtype=FP8_DTYPE)
     if scale is None:
         scale = x.new_empty(scales, dtype=torch.float32)
-    if tokens:
-        _runtime.launch(spec, (x, q, scale, tokens), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, q, scale, plan.rows), index)
     return q, scale
 
 

@@ -63,10 +63,9 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     plan, index = _RMS_NORM_PLANS.get(key), _validate.placed(x, weight)
     if plan is None or index < 0:
         plan = _RMS_NORM_PLANS.keep(key, _plan(_RMS_NORM, x, weight, None, eps))
-    spec, rows, dims, _ = plan
     out = torch.empty_like(x)
-    if rows:
-        _runtime.launch(spec, (x, weight, out, rows), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, weight, out, plan.rows), index)
     return out
 
 
@@ -83,10 +82,9 @@ def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
     plan, index = _FUSED_PLANS.get(key), _validate.placed(x, residual, weight)
     if plan is None or index < 0 or _validate.overlap(x, residual):
         plan = _FUSED_PLANS.keep(key, _plan(_FUSED, x, weight, residual, eps))
-    spec, rows, dims, _ = plan
     out = torch.empty_like(x)
-    if rows:
-        _runtime.launch(spec, (x, residual, weight, out, rows), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, residual, weight, out, plan.rows), index)
     return out
 
 

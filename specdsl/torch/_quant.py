@@ -72,12 +72,12 @@ def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor
     plan = _PLANS.get(key)
     if plan is None or index < 0:
         plan = _PLANS.keep(key, _plan(x, scale))
-    spec, tokens, dims, (scales,) = plan
+    (scales,) = plan.shapes
     q = torch.empty_like(x, dtype=FP8_DTYPE)
     if scale is None:
         scale = x.new_empty(scales, dtype=torch.float32)
-    if tokens:
-        _runtime.launch(spec, (x, q, scale), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, q, scale), index)
     return q, scale
 
 
@@ -183,10 +183,10 @@ def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     plan = _GROUP_PLANS.get(key)
     if plan is None or index < 0:
         plan = _GROUP_PLANS.keep(key, _group_plan(x))
-    spec, tokens, dims, (scales,) = plan
+    (scales,) = plan.shapes
     q, scale = torch.empty_like(x, dtype=FP8_DTYPE), x.new_empty(scales, dtype=torch.float32)
-    if tokens:
-        _runtime.launch(spec, (x, q, scale), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, q, scale), index)
     return q, scale
 
 

@@ -74,9 +74,8 @@ def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
     plan, index = _PLANS.get(key), _validate.placed(q, k, positions)
     if plan is None or index < 0 or _validate.overlap(q, k):
         plan = _PLANS.keep(key, _plan(positions, q, k, head_dim, theta, style, rotary_dim))
-    spec, tokens, dims, _ = plan
-    if tokens:
-        _runtime.launch(spec, (q, k, positions, tokens), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (q, k, positions, plan.rows), index)
 
 
 def _rotary_embedding_fake(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,

@@ -37,10 +37,9 @@ def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
     plan = _PLANS.get(key)
     if plan is None or index < 0:
         plan = _PLANS.keep(key, _plan(x, scale, index))
-    spec, rows, dims, _ = plan
     out = torch.empty_like(x)
-    if rows:
-        _runtime.launch(spec, (x, out, rows), dims, index)
+    if plan.rows:
+        _runtime.launch(plan, (x, out, plan.rows), index)
     return out
 
 

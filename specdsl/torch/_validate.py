@@ -17,8 +17,9 @@ again, so every refusal comes from them, in their order, with their message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
+import attrs
 import torch
 
 from ..errors import LaunchError, SpecError
@@ -150,8 +151,10 @@ def request(op: str, name: str, t: torch.Tensor, build: Callable[..., R], *key: 
         raise SpecError(f"{op}: {name} of shape {tuple(t.shape)}: {exc}") from None
 
 
-class Plan(NamedTuple):
-    """What an op's checks settled for one combination of dtypes, shapes and values."""
+@attrs.frozen(eq=False)
+class Plan:
+    """What an op's checks settled for one combination of dtypes, shapes and values.
+    Compared and hashed by identity (``_runtime`` keeps its bound launchers by plan)."""
 
     #: The request (spec instance) to launch.
     spec: Any
