@@ -473,3 +473,17 @@ def test_requires_grad_gets_the_ops_autograd(stand_in):
     with pytest.raises(RuntimeError, match="autograd"):
         y.float().sum().backward()
 
+
+def test_step_benchmark_runs_with_stand_ins(tmp_path):
+    """benchmarks/torch_eager.py times every row on the CPU with its stand-ins."""
+    import subprocess
+    import sys
+
+    script = PurePath(__file__).parent.parent / "benchmarks" / "torch_eager.py"
+    done = subprocess.run([sys.executable, str(script), "--stand-in", "--calls", "2",
+                           "--repeats", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "torch_eager.md").read_text()
+    assert "| specdsl.torch.rms_norm (fast path) |" in table
+    assert "| torch.ops.specdsl.rms_norm (op path) |" in table
