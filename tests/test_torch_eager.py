@@ -181,16 +181,32 @@ def test_compile_tracing_takes_the_op():
     assert branch(t(3)).tolist() == [1, 1, 1] and compiled(t(3)).tolist() == [-1, -1, -1]
 
 
-def test_vmap_takes_the_op():
-    """Under a functorch transform (vmap) the gate says no."""
+@pytest.mark.parametrize("transform", [
+    lambda f: torch.vmap(f)(t(2, 8)),
+    lambda f: torch.func.grad(lambda x: f(x).sum())(torch.ones(8)),
+    lambda f: torch.func.functionalize(f)(t(8)),
+], ids=["vmap", "grad", "functionalize"])
+def test_functorch_transform_takes_the_op(transform):
+    """Under a functorch transform the gate says no."""
     seen = []
 
     def record(x):
         seen.append(_eager.plain(x))
-        return x
+        return x * 2
 
-    torch.vmap(record)(t(2, 8))
+    transform(record)
     assert seen == [False]
+
+
+def test_export_traces_the_op():
+    """torch.export records the op (it traces with fake tensors under its modes)."""
+
+    class Norm(torch.nn.Module):
+        def forward(self, x, weight):
+            return sd.rms_norm(x, weight, 1e-6)
+
+    program = torch.export.export(Norm(), (t(2, 64), t(64)))
+    assert "torch.ops.specdsl.rms_norm.default" in program.graph_module.code
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.trace` is deprecated:DeprecationWarning")

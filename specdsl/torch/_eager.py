@@ -3,11 +3,13 @@ path), or the registered ``torch.library.custom_op`` through torch's dispatcher.
 
 The dispatcher is what lets ``torch.compile``, FakeTensor, functionalization, autograd,
 vmap, ``torch.jit.trace``, tensor subclasses and torch modes see an op. For a plain eager
-call on plain tensors it does none of that, and a Python custom op's dispatch costs about
-10 us of host time, twice the kernel launch. :func:`plain` tells such calls apart with a
-few reads of torch's thread-local state and of the tensors (well under a microsecond);
-each public function then calls the one implementation directly, and hands everything
-else to the registered op, which runs that same implementation.
+call on plain tensors it does none of that, and a Python custom op's dispatch costs several
+microseconds of host time (``benchmarks/torch_eager.py`` times it). :func:`plain` tells
+such calls apart with a few reads of torch's thread-local state and of the tensors (under
+a microsecond); each public function then calls the one implementation directly, and
+hands everything else to the registered op, which runs that same implementation. A call
+that mutates a tensor bumps its version counter first, as the op's ``ADInplaceOrView``
+kernel does.
 """
 
 from __future__ import annotations
