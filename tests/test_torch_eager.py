@@ -44,6 +44,7 @@ def t(*shape, dtype=BF16):
 
 
 def scale():
+    """A static FP8 scale on the CPU."""
     return torch.ones(1)
 
 
