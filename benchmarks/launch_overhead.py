@@ -34,7 +34,9 @@ Rows (every one also as a ratio to the driver floor):
   ... TORCH_CURRENT_STREAM    launch on torch's current stream read as a handle (goal <= 1.05x)
   ... current_stream()        the same, with ``stream=torch.cuda.current_stream()`` (a new
                               stream object per call, as an application writes it)
-  specdsl.torch.rms_norm      the functional op (one row of 4096 bf16), against
+  specdsl.torch.rms_norm      the functional op (one row of 4096 bf16; a plain eager call,
+                              which skips torch's dispatcher), against
+  ... op path                 ``torch.ops.specdsl.rms_norm``, the registered op itself, and
   F.rms_norm                  ``torch.nn.functional.rms_norm`` on the same tensors (issue 14)
   CuPy RawKernel              ``RawModule(path=cubin).get_function(...)(grid, block, args)``
   torch eager                 ``torch.add(a, b, out=c)``
@@ -408,8 +410,13 @@ def _norm_rows(torch):
     weight = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
     functional = torch.nn.functional.rms_norm
 
-    def specdsl_rms_norm():
+    op = torch.ops.specdsl.rms_norm.default
+
+    def specdsl_rms_norm():  # a plain eager call: the op's implementation, directly
         ops.rms_norm(x, weight, 1e-6)
+
+    def specdsl_op():  # the registered op, through torch's dispatcher
+        op(x, weight, 1e-6)
 
     def torch_rms_norm():
         functional(x, (4096,), weight, 1e-6)
@@ -417,6 +424,7 @@ def _norm_rows(torch):
     torch.testing.assert_close(ops.rms_norm(x, weight, 1e-6),
                                functional(x, (4096,), weight, 1e-6), atol=2e-2, rtol=2e-2)
     return {"specdsl.torch.rms_norm (1 x 4096 bf16)": (specdsl_rms_norm, True),
+            "torch.ops.specdsl.rms_norm (same, op path)": (specdsl_op, True),
             "torch.nn.functional.rms_norm (same)": (torch_rms_norm, None)}
 
 

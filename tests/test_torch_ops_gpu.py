@@ -378,6 +378,121 @@ def test_misaligned_view_refused():
         sd.rms_norm(flat[1:].view(8, 4096), randn(4096, seed=1), 1e-6)
 
 
+# -- the eager fast path -----------------------------------------------------------------------
+
+
+def _eager_pairs():
+    """``{name: (public call, op call, inputs)}``: each call takes a list of the inputs and
+    returns its outputs as a tuple."""
+    ops = torch.ops.specdsl
+    x, weight, residual = randn(5, 1024), randn(1024, seed=1) + 1, randn(5, 1024, seed=2)
+    static = torch.tensor([0.05], device="cuda")
+    rope = (torch.arange(5, device="cuda"), randn(5, 4, 64, seed=3), randn(5, 128, seed=4))
+
+    def pair(public, op, *inputs):
+        return (lambda a: _as_tuple(public(*a)), lambda a: _as_tuple(op(*a)), inputs)
+
+    return {
+        "rms_norm": pair(lambda *a: sd.rms_norm(*a, 1e-6),
+                         lambda *a: ops.rms_norm.default(*a, 1e-6), x, weight),
+        "fused_add_rms_norm": pair(lambda *a: sd.fused_add_rms_norm(*a, 1e-6),
+                                   lambda *a: ops.fused_add_rms_norm.default(*a, 1e-6),
+                                   x, residual, weight),
+        "softmax": pair(lambda a: sd.softmax(a, 0.5), lambda a: ops.softmax.default(a, 0.5), x),
+        "rotary_embedding": pair(
+            lambda *a: sd.rotary_embedding(*a, 64, 500000.0),
+            lambda *a: ops.rotary_embedding.default(*a, 64, 500000.0, "neox", None), *rope),
+        "silu_and_mul": pair(sd.silu_and_mul, ops.silu_and_mul.default, x),
+        "scaled_fp8_quant": pair(sd.scaled_fp8_quant,
+                                 ops.dynamic_per_token_scaled_fp8_quant.default, x),
+        "scaled_fp8_quant static": pair(lambda *a: sd.scaled_fp8_quant(*a)[0],
+                                        ops.static_scaled_fp8_quant.default, x, static),
+        "per_token_group_quant_fp8": pair(sd.per_token_group_quant_fp8,
+                                          ops.per_token_group_quant_fp8.default, x),
+        "rms_norm_quant": pair(lambda *a: sd.rms_norm_quant(*a, 1e-6, group_size=128),
+                               lambda *a: ops.rms_norm_quant_group.default(*a, 1e-6),
+                               x, weight),
+        "fused_add_rms_norm_quant": pair(
+            lambda x, r, w, s: sd.fused_add_rms_norm_quant(x, r, w, 1e-6, s)[0],
+            lambda x, r, w, s: ops.fused_add_rms_norm_quant_static.default(x, r, w, s, 1e-6),
+            x, residual, weight, static),
+        "silu_and_mul_quant": pair(sd.silu_and_mul_quant, ops.silu_and_mul_quant_dynamic.default,
+                                   x),
+    }
+
+
+def _as_tuple(result) -> tuple:
+    return () if result is None else result if isinstance(result, tuple) else (result,)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes, to compare FP8 codes (and NaNs) exactly."""
+    return t.contiguous().view(torch.uint8)
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm", "softmax",
+                                  "rotary_embedding", "silu_and_mul", "scaled_fp8_quant",
+                                  "scaled_fp8_quant static", "per_token_group_quant_fp8",
+                                  "rms_norm_quant", "fused_add_rms_norm_quant",
+                                  "silu_and_mul_quant"])
+def test_fast_path_matches_the_op(name):
+    """A plain eager call (which skips the dispatcher) gives bit for bit the op's outputs
+    and in-place updates, and moves the inputs' version counters as the op does."""
+    from specdsl.torch import _eager
+
+    fast, op, inputs = _eager_pairs()[name]
+    assert _eager.plain(*inputs)
+    mine, theirs = [t.clone() for t in inputs], [t.clone() for t in inputs]
+    got, expected = fast(mine), op(theirs)
+    assert [(o.shape, o.dtype) for o in got] == [(o.shape, o.dtype) for o in expected]
+    assert all(torch.equal(_bits(a), _bits(b)) for a, b in zip(got, expected, strict=True))
+    assert all(torch.equal(_bits(a), _bits(b)) for a, b in zip(mine, theirs, strict=True))
+    assert [t._version for t in mine] == [t._version for t in theirs]
+
+
+def test_plain_call_skips_the_dispatcher():
+    """The profiler sees the op ``specdsl::rms_norm`` for the op's call, not for the plain
+    eager call of rms_norm (which calls the implementation directly)."""
+    x, weight = randn(4, 1024), randn(1024, seed=1)
+    sd.rms_norm(x, weight, 1e-6)  # compiled and loaded before
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        sd.rms_norm(x, weight, 1e-6)
+        torch.ops.specdsl.rms_norm.default(x, weight, 1e-6)
+    assert [e.name for e in profile.events()].count("specdsl::rms_norm") == 1
+
+
+def test_plans_made_once(monkeypatch):
+    """A second call with the same dtypes and shapes runs no full check, on either path."""
+    from specdsl.torch import _norm
+
+    made = []
+    real = _norm._plan
+    monkeypatch.setattr(_norm, "_plan", lambda *args: made.append(1) or real(*args))
+    _norm._RMS_NORM_PLANS.clear()  # plans are remade on demand
+    x, weight = randn(3, 1792), randn(1792, seed=1)
+    for _ in range(2):
+        sd.rms_norm(x, weight, 1e-6)
+        torch.ops.specdsl.rms_norm.default(x, weight, 1e-6)
+    assert len(made) == 1
+
+
+def test_use_executor_reaches_every_plan(tmp_path):
+    """After use_executor, a call whose plan was bound before launches on the new executor."""
+    from specdsl import Executor
+
+    x, weight = randn(2, 1024), randn(1024, seed=1)
+    sd.rms_norm(x, weight, 1e-6)  # plan made and bound on the shared executor
+    replacement = Executor(0, cache_dir=tmp_path)
+    original = sd.use_executor(replacement)
+    try:
+        y = sd.rms_norm(x, weight, 1e-6)
+        torch.cuda.synchronize()
+        assert replacement.stats.misses == 1
+    finally:
+        sd.use_executor(original)
+    assert _error(y, rmsnorm.reference(f64(x), f64(weight), 1e-6)) <= TOLERANCE[torch.bfloat16]
+
+
 # -- torch.compile and CUDA graphs ------------------------------------------------------------
 
 

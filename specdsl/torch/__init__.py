@@ -17,8 +17,10 @@ Every op takes contiguous tensors (a non-contiguous one is refused, never copied
 treats every leading dimension as a row, allocates its outputs with torch's allocator on
 the input's device, and launches on torch's current stream through one shared
 :class:`~specdsl.Executor` per device (:func:`executor`). The request for a combination of
-dtype, shape and values is built once (:mod:`specdsl.torch.specs`). The ops are for
-inference: they have no backward.
+dtype, shape and values is built once (:mod:`specdsl.torch.specs`), and checked in full
+once. A plain eager call (no ``torch.compile`` tracing, torch mode, tensor subclass or
+autograd in play) runs the op's implementation directly, skipping torch's dispatcher;
+every other call goes through the op. The ops are for inference: they have no backward.
 
 Importing this module registers the ops; it does not initialize CUDA or compile
 anything (the first call of each request compiles, or reads the disk cache).

@@ -5,7 +5,7 @@ from typing import Any
 import torch
 
 from ..errors import LaunchError
-from . import _runtime, _validate, specs
+from . import _eager, _runtime, _validate, specs
 
 __all__ = ["silu_and_mul"]
 
@@ -25,30 +25,42 @@ def _request(x: torch.Tensor) -> Any:
                              x.shape[-1] // 2, x.dtype)
 
 
-def _out(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty((*x.shape[:-1], x.shape[-1] // 2), dtype=x.dtype, device=x.device)
+def _out_shape(x: torch.Tensor) -> tuple[Any, ...]:
+    return (*x.shape[:-1], x.shape[-1] // 2)
 
 
-@torch.library.custom_op("specdsl::silu_and_mul", mutates_args=())
-def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+def _plan(x: torch.Tensor) -> _validate.Plan:
+    """Every check of a silu_and_mul call, in order; the plan they settle."""
     check(x)
     _validate.on_cuda(_OP_NAME, "x", x)
-    spec = _request(x)
-    out = _out(x)
-    tokens = x.numel() // x.shape[-1]
-    if tokens:
-        _runtime.launch(spec, (x, out, tokens), spec.launch_dims(tokens), x.device)
+    return _validate.plan(_request(x), x.numel() // x.shape[-1], _out_shape(x))
+
+
+_PLANS = _validate.Plans()
+
+
+def _silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """The implementation of ``specdsl::silu_and_mul`` (and of its eager fast path)."""
+    key = (x.shape, x.dtype)
+    plan, index = _PLANS.get(key), _validate.placed(x)
+    if plan is None or index < 0:
+        plan = _PLANS.keep(key, _plan(x))
+    (shape,) = plan.shapes
+    out = x.new_empty(shape)
+    if plan.rows:
+        _runtime.launch(plan, (x, out, plan.rows), index)
     return out
 
 
-@_silu_and_mul.register_fake
 def _silu_and_mul_fake(x: torch.Tensor) -> torch.Tensor:
     check(x)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
         _request(x)
-    return _out(x)
+    return x.new_empty(_out_shape(x))
 
 
+torch.library.custom_op("specdsl::silu_and_mul", _silu_and_mul,
+                        mutates_args=()).register_fake(_silu_and_mul_fake)
 _SILU_AND_MUL_OP = torch.ops.specdsl.silu_and_mul.default
 
 
@@ -71,4 +83,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
             tensor.
         SpecError: a ``d`` the kernel does not take.
     """
-    return _SILU_AND_MUL_OP(x)
+    if _eager.plain(x):
+        return _silu_and_mul(x)
+    out: torch.Tensor = _SILU_AND_MUL_OP(x)
+    return out

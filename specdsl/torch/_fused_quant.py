@@ -7,14 +7,15 @@ from typing import Any
 
 import torch
 
-from . import _activation, _norm, _runtime, _validate, specs
-from ._quant import new_codes, new_scales
+from . import _activation, _eager, _norm, _runtime, _validate, specs
+from ._quant import FP8_DTYPE, new_codes, new_scales, scales_shape
 
 __all__ = ["rms_norm_quant", "fused_add_rms_norm_quant", "silu_and_mul_quant"]
 
 _RMS = "specdsl.torch.rms_norm_quant"
 _FUSED = "specdsl.torch.fused_add_rms_norm_quant"
 _SILU = "specdsl.torch.silu_and_mul_quant"
+_increment_version = torch.autograd.graph.increment_version
 
 
 def _norm_request(op: str, x: torch.Tensor, eps: float, fused: bool, mode: str) -> Any:
@@ -29,22 +30,39 @@ def _norm_checks(op: str, x: torch.Tensor, residual: torch.Tensor | None,
         _validate.static_scale(op, scale, x)
 
 
-def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
-                weight: torch.Tensor, eps: float, scale: torch.Tensor | None,
-                mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The real implementation of the six RMSNorm ops: ``(q, scale)``."""
+def _norm_plan(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
+               eps: float, scale: torch.Tensor | None, mode: str) -> _validate.Plan:
+    """Every check of an RMSNorm epilogue call, in order; the plan they settle."""
     _norm_checks(op, x, residual, weight, scale)
     _validate.on_cuda(op, "x", x)
     if residual is not None:
         _validate.disjoint(op, "x", x, "residual", residual)
     spec = _norm_request(op, x, eps, residual is not None, mode)
-    q = new_codes(x)
-    if scale is None:  # given exactly in static mode
-        scale = new_scales(x, mode)
-    rows = x.numel() // x.shape[-1]
-    if rows:
+    return _validate.plan(spec, x.numel() // x.shape[-1], scales_shape(x, mode))
+
+
+_NORM_PLANS = _validate.Plans()
+
+
+def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
+                weight: torch.Tensor, eps: float, scale: torch.Tensor | None,
+                mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The implementation of the six RMSNorm ops (and of their eager fast path):
+    ``(q, scale)``."""
+    tensors: tuple[torch.Tensor, ...] = (x, weight) if residual is None else (x, weight, residual)
+    if scale is not None:  # given exactly in static mode
+        tensors += (scale,)
+    key = (op, mode, eps, *[(t.shape, t.dtype) for t in tensors])
+    plan, index = _NORM_PLANS.get(key), _validate.placed(*tensors)
+    if plan is None or index < 0 or (residual is not None and _validate.overlap(x, residual)):
+        plan = _NORM_PLANS.keep(key, _norm_plan(op, x, residual, weight, eps, scale, mode))
+    (scales,) = plan.shapes
+    q = torch.empty_like(x, dtype=FP8_DTYPE)
+    if scale is None:
+        scale = x.new_empty(scales, dtype=torch.float32)
+    if plan.rows:
         inputs = (x, weight) if residual is None else (x, residual, weight)
-        _runtime.launch(spec, (*inputs, q, scale, rows), spec.launch_dims(rows), x.device)
+        _runtime.launch(plan, (*inputs, q, scale, plan.rows), index)
     return q, scale
 
 
@@ -142,19 +160,37 @@ def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
         _validate.static_scale(_SILU, scale, x)
 
 
-def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The real implementation of the three SwiGLU ops: ``(q, scale)``, ``q`` ``[..., d]``."""
+def _silu_plan(x: torch.Tensor, scale: torch.Tensor | None, mode: str) -> _validate.Plan:
+    """Every check of a silu_and_mul_quant call, in order; the plan they settle."""
     _silu_checks(x, scale)
     _validate.on_cuda(_SILU, "x", x)
     spec = _silu_request(x, mode)
     d = x.shape[-1] // 2
-    q = new_codes(x, d)
-    if scale is None:  # given exactly in static mode
-        scale = new_scales(x, mode, d)
-    tokens = x.numel() // x.shape[-1]
-    if tokens:
-        _runtime.launch(spec, (x, q, scale, tokens), spec.launch_dims(tokens), x.device)
+    return _validate.plan(spec, x.numel() // x.shape[-1], (*x.shape[:-1], d),
+                          scales_shape(x, mode, d))
+
+
+_SILU_PLANS = _validate.Plans()
+
+
+def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The implementation of the three SwiGLU ops (and of their eager fast path):
+    ``(q, scale)``, ``q`` ``[..., d]``."""
+    key: tuple[Any, ...]
+    if scale is None:
+        key, index = (mode, x.shape, x.dtype), _validate.placed(x)
+    else:  # given exactly in static mode
+        key, index = (mode, x.shape, x.dtype, scale.shape, scale.dtype), _validate.placed(x, scale)
+    plan = _SILU_PLANS.get(key)
+    if plan is None or index < 0:
+        plan = _SILU_PLANS.keep(key, _silu_plan(x, scale, mode))
+    (codes, scales) = plan.shapes
+    q = x.new_empty(codes, dtype=FP8_DTYPE)
+    if scale is None:
+        scale = x.new_empty(scales, dtype=torch.float32)
+    if plan.rows:
+        _runtime.launch(plan, (x, q, scale, plan.rows), index)
     return q, scale
 
 
@@ -238,6 +274,9 @@ def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
             other than 128.
     """
     mode = _validate.scale_mode(_RMS, scale, group_size)
+    if (_eager.plain(x, weight) if scale is None else _eager.plain(x, weight, scale)) and type(
+            eps) is float:
+        return _norm_quant(_RMS, x, None, weight, eps, scale, mode)
     if scale is not None:  # mode "static"
         return _OPS.rms_norm_quant_static.default(x, weight, scale, eps), scale
     codes, scales = getattr(_OPS, f"rms_norm_quant_{mode}").default(x, weight, eps)
@@ -270,6 +309,10 @@ def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: to
         SpecError: as :func:`rms_norm_quant`.
     """
     mode = _validate.scale_mode(_FUSED, scale, group_size)
+    if (_eager.plain(x, residual, weight) if scale is None
+            else _eager.plain(x, residual, weight, scale)) and type(eps) is float:
+        _increment_version(residual)  # as the op's ADInplaceOrView kernel does first
+        return _norm_quant(_FUSED, x, residual, weight, eps, scale, mode)
     if scale is not None:  # mode "static"
         return _OPS.fused_add_rms_norm_quant_static.default(x, residual, weight, scale,
                                                             eps), scale
@@ -304,6 +347,8 @@ def silu_and_mul_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
         SpecError: a ``d`` the kernel does not take, or a ``group_size`` other than 128.
     """
     mode = _validate.scale_mode(_SILU, scale, group_size)
+    if _eager.plain(x) if scale is None else _eager.plain(x, scale):
+        return _silu_quant(x, scale, mode)
     if scale is not None:  # mode "static"
         return _OPS.silu_and_mul_quant_static.default(x, scale), scale
     codes, scales = getattr(_OPS, f"silu_and_mul_quant_{mode}").default(x)

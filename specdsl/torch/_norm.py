@@ -5,12 +5,13 @@ from typing import Any
 import torch
 
 from ..errors import LaunchError
-from . import _runtime, _validate, specs
+from . import _eager, _runtime, _validate, specs
 
 __all__ = ["rms_norm", "fused_add_rms_norm"]
 
 _RMS_NORM = "specdsl.torch.rms_norm"
 _FUSED = "specdsl.torch.fused_add_rms_norm"
+_increment_version = torch.autograd.graph.increment_version
 
 
 def check(op: str, x: torch.Tensor, weight: torch.Tensor,
@@ -41,41 +42,52 @@ def _fake_request(op: str, x: torch.Tensor, eps: float, fused: bool) -> None:
         _request(op, x, eps, fused)
 
 
-@torch.library.custom_op("specdsl::rms_norm", mutates_args=())
+def _plan(op: str, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None,
+          eps: float) -> _validate.Plan:
+    """Every check of an RMSNorm call, in order; the plan they settle."""
+    check(op, x, weight, residual)
+    _validate.on_cuda(op, "x", x)
+    if residual is not None:
+        _validate.disjoint(op, "x", x, "residual", residual)
+    return _validate.plan(_request(op, x, eps, residual is not None), x.numel() // x.shape[-1])
+
+
+_RMS_NORM_PLANS = _validate.Plans()
+_FUSED_PLANS = _validate.Plans()
+
+
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    check(_RMS_NORM, x, weight)
-    _validate.on_cuda(_RMS_NORM, "x", x)
-    spec = _request(_RMS_NORM, x, eps, False)
+    """The implementation of ``specdsl::rms_norm``, which :func:`rms_norm` also calls
+    directly (see ``_eager``)."""
+    key = (x.shape, x.dtype, weight.shape, weight.dtype, eps)
+    plan, index = _RMS_NORM_PLANS.get(key), _validate.placed(x, weight)
+    if plan is None or index < 0:
+        plan = _RMS_NORM_PLANS.keep(key, _plan(_RMS_NORM, x, weight, None, eps))
     out = torch.empty_like(x)
-    rows = x.numel() // x.shape[-1]
-    if rows:
-        _runtime.launch(spec, (x, weight, out, rows), spec.launch_dims(rows), x.device)
+    if plan.rows:
+        _runtime.launch(plan, (x, weight, out, plan.rows), index)
     return out
 
 
-@_rms_norm.register_fake
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     check(_RMS_NORM, x, weight)
     _fake_request(_RMS_NORM, x, eps, False)
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("specdsl::fused_add_rms_norm", mutates_args=("residual",))
 def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                         eps: float) -> torch.Tensor:
-    check(_FUSED, x, weight, residual)
-    _validate.on_cuda(_FUSED, "x", x)
-    _validate.disjoint(_FUSED, "x", x, "residual", residual)
-    spec = _request(_FUSED, x, eps, True)
+    """The implementation of ``specdsl::fused_add_rms_norm`` (and of its eager fast path)."""
+    key = (x.shape, x.dtype, residual.shape, residual.dtype, weight.shape, weight.dtype, eps)
+    plan, index = _FUSED_PLANS.get(key), _validate.placed(x, residual, weight)
+    if plan is None or index < 0 or _validate.overlap(x, residual):
+        plan = _FUSED_PLANS.keep(key, _plan(_FUSED, x, weight, residual, eps))
     out = torch.empty_like(x)
-    rows = x.numel() // x.shape[-1]
-    if rows:
-        _runtime.launch(spec, (x, residual, weight, out, rows), spec.launch_dims(rows),
-                        x.device)
+    if plan.rows:
+        _runtime.launch(plan, (x, residual, weight, out, plan.rows), index)
     return out
 
 
-@_fused_add_rms_norm.register_fake
 def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                              eps: float) -> torch.Tensor:
     check(_FUSED, x, weight, residual)
@@ -83,6 +95,10 @@ def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: to
     return torch.empty_like(x)
 
 
+torch.library.custom_op("specdsl::rms_norm", _rms_norm, mutates_args=()
+                        ).register_fake(_rms_norm_fake)
+torch.library.custom_op("specdsl::fused_add_rms_norm", _fused_add_rms_norm,
+                        mutates_args=("residual",)).register_fake(_fused_add_rms_norm_fake)
 _RMS_NORM_OP = torch.ops.specdsl.rms_norm.default
 _FUSED_OP = torch.ops.specdsl.fused_add_rms_norm.default
 
@@ -106,7 +122,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         LaunchError: a wrong dtype, shape or device, or a non-contiguous tensor.
         SpecError: a row length the kernel does not take, or a bad ``eps``.
     """
-    return _RMS_NORM_OP(x, weight, eps)
+    if _eager.plain(x, weight) and type(eps) is float:
+        return _rms_norm(x, weight, eps)
+    out: torch.Tensor = _RMS_NORM_OP(x, weight, eps)
+    return out
 
 
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
@@ -135,4 +154,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
             and ``residual`` overlapping.
         SpecError: a row length the kernel does not take, or a bad ``eps``.
     """
-    return _FUSED_OP(x, residual, weight, eps)
+    if _eager.plain(x, residual, weight) and type(eps) is float:
+        _increment_version(residual)  # as the op's ADInplaceOrView kernel does first
+        return _fused_add_rms_norm(x, residual, weight, eps)
+    out: torch.Tensor = _FUSED_OP(x, residual, weight, eps)
+    return out

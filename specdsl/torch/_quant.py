@@ -9,10 +9,10 @@ from typing import Any
 import torch
 
 from ..kernels.fp8_quant import GROUP_SIZE
-from . import _runtime, _validate, specs
+from . import _eager, _runtime, _validate, specs
 
 __all__ = ["scaled_fp8_quant", "per_token_group_quant_fp8", "FP8_DTYPE", "new_codes",
-           "new_scales"]
+           "new_scales", "scales_shape"]
 
 _OP_NAME = "specdsl.torch.scaled_fp8_quant"
 
@@ -31,33 +31,53 @@ def _request(x: torch.Tensor, static: bool) -> Any:
                              x.shape[-1], x.dtype, static)
 
 
-def new_codes(x: torch.Tensor, width: int | None = None) -> torch.Tensor:
+def scales_shape(x: torch.Tensor, mode: str = "dynamic", width: Any = None) -> tuple[Any, ...]:
+    """The shape of the float32 scales for rows of ``x`` (of ``width`` elements, x's last
+    dimension if None): ``[..., 1]`` a token (``"dynamic"``), ``[..., width / 128]`` a group
+    (``"group"``)."""
+    count = (x.shape[-1] if width is None else width) // GROUP_SIZE if mode == "group" else 1
+    return (*x.shape[:-1], count)
+
+
+def new_codes(x: torch.Tensor, width: Any = None) -> torch.Tensor:
     """New FP8 codes for rows of ``x``: x's shape, or ``width`` codes a row."""
     shape = x.shape if width is None else (*x.shape[:-1], width)
-    return torch.empty(shape, dtype=FP8_DTYPE, device=x.device)
+    return x.new_empty(shape, dtype=FP8_DTYPE)
 
 
-def new_scales(x: torch.Tensor, mode: str = "dynamic", width: int | None = None) -> torch.Tensor:
-    """New float32 scales for rows of ``x`` (of ``width`` elements, x's last dimension if
-    None): ``[..., 1]`` a token (``"dynamic"``), ``[..., width / 128]`` a group (``"group"``)."""
-    count = (x.shape[-1] if width is None else width) // GROUP_SIZE if mode == "group" else 1
-    return torch.empty((*x.shape[:-1], count), dtype=torch.float32, device=x.device)
+def new_scales(x: torch.Tensor, mode: str = "dynamic", width: Any = None) -> torch.Tensor:
+    """New float32 scales for rows of ``x``, shaped as :func:`scales_shape` says."""
+    return x.new_empty(scales_shape(x, mode, width), dtype=torch.float32)
 
+
+def _plan(x: torch.Tensor, scale: torch.Tensor | None) -> _validate.Plan:
+    """Every check of a scaled_fp8_quant call, in order; the plan they settle."""
+    _check(x, scale)
+    _validate.on_cuda(_OP_NAME, "x", x)
+    return _validate.plan(_request(x, scale is not None), x.numel() // x.shape[-1],
+                          scales_shape(x))
+
+
+_PLANS = _validate.Plans()
 
 
 def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The real implementation of both ops: ``(q, scale)``, with new per-token scales when
-    ``scale`` is None."""
-    static = scale is not None
-    _check(x, scale)
-    _validate.on_cuda(_OP_NAME, "x", x)
-    spec = _request(x, static)
-    q = new_codes(x)
+    """The implementation of both ops (and of their eager fast path): ``(q, scale)``, with
+    new per-token scales when ``scale`` is None."""
+    key: tuple[Any, ...]
     if scale is None:
-        scale = new_scales(x)
-    tokens = x.numel() // x.shape[-1]
-    if tokens:
-        _runtime.launch(spec, (x, q, scale), spec.launch_dims(tokens), x.device)
+        key, index = (x.shape, x.dtype), _validate.placed(x)
+    else:
+        key, index = (x.shape, x.dtype, scale.shape, scale.dtype), _validate.placed(x, scale)
+    plan = _PLANS.get(key)
+    if plan is None or index < 0:
+        plan = _PLANS.keep(key, _plan(x, scale))
+    (scales,) = plan.shapes
+    q = torch.empty_like(x, dtype=FP8_DTYPE)
+    if scale is None:
+        scale = x.new_empty(scales, dtype=torch.float32)
+    if plan.rows:
+        _runtime.launch(plan, (x, q, scale), index)
     return q, scale
 
 
@@ -67,28 +87,28 @@ def _fake_check(x: torch.Tensor, scale: torch.Tensor | None) -> None:
         _request(x, scale is not None)
 
 
-@torch.library.custom_op("specdsl::dynamic_per_token_scaled_fp8_quant", mutates_args=())
 def _dynamic(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return _quantize(x, None)
 
 
-@_dynamic.register_fake
 def _dynamic_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _fake_check(x, None)
     return new_codes(x), new_scales(x)
 
 
-@torch.library.custom_op("specdsl::static_scaled_fp8_quant", mutates_args=())
 def _static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return _quantize(x, scale)[0]
 
 
-@_static.register_fake
 def _static_fake(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     _fake_check(x, scale)
     return new_codes(x)
 
 
+torch.library.custom_op("specdsl::dynamic_per_token_scaled_fp8_quant", _dynamic,
+                        mutates_args=()).register_fake(_dynamic_fake)
+torch.library.custom_op("specdsl::static_scaled_fp8_quant", _static,
+                        mutates_args=()).register_fake(_static_fake)
 _DYNAMIC_OP = torch.ops.specdsl.dynamic_per_token_scaled_fp8_quant.default
 _STATIC_OP = torch.ops.specdsl.static_scaled_fp8_quant.default
 
@@ -130,6 +150,8 @@ def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
             is not one float32 value.
         SpecError: a row length the kernel does not take.
     """
+    if _eager.plain(x) if scale is None else _eager.plain(x, scale):
+        return _quantize(x, scale)
     if scale is None:
         codes, scales = _DYNAMIC_OP(x)
         return codes, scales
@@ -144,19 +166,30 @@ def _group_request(x: torch.Tensor) -> Any:
                              x.shape[-1], x.dtype)
 
 
-@torch.library.custom_op("specdsl::per_token_group_quant_fp8", mutates_args=())
-def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _group_plan(x: torch.Tensor) -> _validate.Plan:
+    """Every check of a per_token_group_quant_fp8 call, in order; the plan they settle."""
     _validate.float_tensor(_GROUP_NAME, "x", x)
     _validate.on_cuda(_GROUP_NAME, "x", x)
-    spec = _group_request(x)
-    q, scale = new_codes(x), new_scales(x, "group")
-    tokens = x.numel() // x.shape[-1]
-    if tokens:
-        _runtime.launch(spec, (x, q, scale), spec.launch_dims(tokens), x.device)
+    return _validate.plan(_group_request(x), x.numel() // x.shape[-1], scales_shape(x, "group"))
+
+
+_GROUP_PLANS = _validate.Plans()
+
+
+def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The implementation of ``specdsl::per_token_group_quant_fp8`` (and of its eager fast
+    path)."""
+    key, index = (x.shape, x.dtype), _validate.placed(x)
+    plan = _GROUP_PLANS.get(key)
+    if plan is None or index < 0:
+        plan = _GROUP_PLANS.keep(key, _group_plan(x))
+    (scales,) = plan.shapes
+    q, scale = torch.empty_like(x, dtype=FP8_DTYPE), x.new_empty(scales, dtype=torch.float32)
+    if plan.rows:
+        _runtime.launch(plan, (x, q, scale), index)
     return q, scale
 
 
-@_group.register_fake
 def _group_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _validate.float_tensor(_GROUP_NAME, "x", x)
     if _validate.concrete(x.shape[-1]):  # trace time: refuse what a call would refuse
@@ -164,6 +197,8 @@ def _group_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return new_codes(x), new_scales(x, "group")
 
 
+torch.library.custom_op("specdsl::per_token_group_quant_fp8", _group,
+                        mutates_args=()).register_fake(_group_fake)
 _GROUP_OP = torch.ops.specdsl.per_token_group_quant_fp8.default
 
 
@@ -192,5 +227,7 @@ def per_token_group_quant_fp8(x: torch.Tensor, group_size: int = GROUP_SIZE
             take (not a multiple of 128).
     """
     _validate.scale_mode(_GROUP_NAME, None, group_size)
+    if _eager.plain(x):
+        return _group(x)
     codes, scales = _GROUP_OP(x)
     return codes, scales

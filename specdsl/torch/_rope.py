@@ -6,11 +6,12 @@ from typing import Any
 import torch
 
 from ..errors import LaunchError, SpecError
-from . import _runtime, _validate, specs
+from . import _eager, _runtime, _validate, specs
 
 __all__ = ["rotary_embedding"]
 
 _OP_NAME = "specdsl.torch.rotary_embedding"
+_increment_version = torch.autograd.graph.increment_version
 
 
 def _heads(positions: torch.Tensor, name: str, t: torch.Tensor, head_dim: int) -> int:
@@ -52,19 +53,31 @@ def _request(q: torch.Tensor, heads: tuple[int, int], head_dim: int, theta: floa
                              q.dtype, heads[0], heads[1], head_dim, rotary_dim, theta, style)
 
 
-@torch.library.custom_op("specdsl::rotary_embedding", mutates_args=("q", "k"))
-def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
-                      theta: float, style: str, rotary_dim: int | None) -> None:
+def _plan(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
+          theta: float, style: str, rotary_dim: int | None) -> _validate.Plan:
+    """Every check of a rotary_embedding call, in order; the plan they settle."""
     heads = _check(positions, q, k, head_dim)
     _validate.on_cuda(_OP_NAME, "q", q)
     _validate.disjoint(_OP_NAME, "q", q, "k", k)
-    spec = _request(q, heads, head_dim, theta, style, rotary_dim)
-    tokens = positions.numel()
-    if tokens:
-        _runtime.launch(spec, (q, k, positions, tokens), spec.launch_dims(tokens), q.device)
+    return _validate.plan(_request(q, heads, head_dim, theta, style, rotary_dim),
+                          positions.numel())
 
 
-@_rotary_embedding.register_fake
+_PLANS = _validate.Plans()
+
+
+def _rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
+                      theta: float, style: str, rotary_dim: int | None) -> None:
+    """The implementation of ``specdsl::rotary_embedding`` (and of its eager fast path)."""
+    key = (positions.shape, positions.dtype, q.shape, q.dtype, k.shape, k.dtype, head_dim,
+           theta, style, rotary_dim)
+    plan, index = _PLANS.get(key), _validate.placed(q, k, positions)
+    if plan is None or index < 0 or _validate.overlap(q, k):
+        plan = _PLANS.keep(key, _plan(positions, q, k, head_dim, theta, style, rotary_dim))
+    if plan.rows:
+        _runtime.launch(plan, (q, k, positions, plan.rows), index)
+
+
 def _rotary_embedding_fake(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
                            head_dim: int, theta: float, style: str,
                            rotary_dim: int | None) -> None:
@@ -73,6 +86,8 @@ def _rotary_embedding_fake(positions: torch.Tensor, q: torch.Tensor, k: torch.Te
         _request(q, heads, head_dim, theta, style, rotary_dim)
 
 
+torch.library.custom_op("specdsl::rotary_embedding", _rotary_embedding,
+                        mutates_args=("q", "k")).register_fake(_rotary_embedding_fake)
 _ROPE_OP = torch.ops.specdsl.rotary_embedding.default
 
 
@@ -109,4 +124,9 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
         SpecError: a head_dim, rotary_dim, theta, style or head count the kernel does
             not take.
     """
-    _ROPE_OP(positions, q, k, head_dim, theta, style, rotary_dim)
+    if (_eager.plain(q, k, positions) and type(head_dim) is int and type(theta) is float
+            and type(style) is str and (rotary_dim is None or type(rotary_dim) is int)):
+        _increment_version((q, k))  # as the op's ADInplaceOrView kernel does first
+        _rotary_embedding(positions, q, k, head_dim, theta, style, rotary_dim)
+    else:
+        _ROPE_OP(positions, q, k, head_dim, theta, style, rotary_dim)

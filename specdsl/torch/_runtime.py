@@ -1,10 +1,11 @@
 """Where the ops meet the executor: one :class:`~specdsl.Executor` per device, torch's
 current stream, and the launch.
 
-Every op launches through :func:`launch`: a launcher bound once per (request, geometry,
-device) (``Executor.bind``) on ``stream=TORCH_CURRENT_STREAM``, which reads torch's
-current stream as a handle on each call, with no stream object made. An op call then
-pays for one dictionary lookup and the bound launcher's checks and driver call.
+Every op launches through :func:`launch`: a launcher bound once per (plan, device)
+(``Executor.bind``; a plan is one request and geometry, see ``_validate``) on
+``stream=TORCH_CURRENT_STREAM``, which reads torch's current stream as a handle on each
+call, with no stream object made. An op call then pays for one dictionary lookup (keyed
+by the plan's identity) and the bound launcher's checks and driver call.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ import torch
 from .._runtime.executor import Executor
 from .._runtime.streams import TORCH_CURRENT_STREAM
 from ..errors import LaunchError
+from ._validate import Plan
 
 __all__ = ["executor", "use_executor", "launch", "current_stream", "cluster_sm_count"]
 
 _executors: dict[int, Executor] = {}
 _lock = threading.Lock()
-# (request, (grid, block), device) -> its bound launcher; requests differing in rows each
-# take a slot, and past this many the memo starts over (modules stay cached)
-_bound: dict[tuple[Any, Any, int], Callable[..., None]] = {}
+# (plan, device) -> its bound launcher (a plan is one request and geometry, and hashes
+# by identity); past this many the memo starts over (modules stay cached)
+_bound: dict[tuple[Plan, int], Callable[..., None]] = {}
 _BOUND_LIMIT = 4096
 
 
@@ -104,11 +106,11 @@ def current_stream(index: int) -> Any:
     return torch.cuda.current_stream(index)
 
 
-def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torch.device) -> None:
-    """Launch ``spec`` with ``args`` (in ``.param`` order) on torch's current stream of
-    ``device``, with ``dims = (grid, block)``.
+def launch(plan: Plan, args: tuple[Any, ...], index: int) -> None:
+    """Launch ``plan``'s request with ``args`` (in ``.param`` order) and its geometry, on
+    torch's current stream of CUDA device ``index``.
 
-    The launch runs with ``device`` current (the kernel is launched in the current
+    The launch runs with that device current (the kernel is launched in the current
     context), and torch's current device is left as it was.
 
     Raises:
@@ -116,21 +118,25 @@ def launch(spec: Any, args: tuple[Any, ...], dims: tuple[Any, Any], device: torc
             ``Executor.launch``).
         RenderError, CompileError: the first launch of a request cannot build its module.
     """
-    index = device.index
-    key = (spec, dims, index)
-    bound = _bound.get(key)
+    bound = _bound.get((plan, index))
     if bound is None:
-        run = _executors.get(index) or executor(index)
-        grid, block = dims
-        bound = run.bind(spec, grid=grid, block=block, stream=TORCH_CURRENT_STREAM)
-        if len(_bound) >= _BOUND_LIMIT:
-            _bound.clear()
-        _bound[key] = bound
+        bound = _bind(plan, index)
     if torch._C._cuda_getDevice() == index:  # torch.cuda.current_device(), less its checks
         bound(*args)
     else:
         with torch.cuda.device(index):
             bound(*args)
+
+
+def _bind(plan: Plan, index: int) -> Callable[..., None]:
+    """The launcher of ``plan`` on device ``index``, bound once and kept."""
+    run = _executors.get(index) or executor(index)
+    grid, block = plan.dims
+    bound = run.bind(plan.spec, grid=grid, block=block, stream=TORCH_CURRENT_STREAM)
+    if len(_bound) >= _BOUND_LIMIT:
+        _bound.clear()
+    _bound[(plan, index)] = bound
+    return bound
 
 
 @functools.cache

@@ -4,7 +4,7 @@ from typing import Any
 
 import torch
 
-from . import _runtime, _validate, specs
+from . import _eager, _runtime, _validate, specs
 
 __all__ = ["softmax"]
 
@@ -16,21 +16,33 @@ def _request(x: torch.Tensor, scale: float, split: int) -> Any:
                              x.shape[-1], scale, x.dtype, split)
 
 
-@torch.library.custom_op("specdsl::softmax", mutates_args=())
-def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+def _plan(x: torch.Tensor, scale: float, index: int) -> _validate.Plan:
+    """Every check of a softmax call, in order; the plan they settle for device ``index``
+    (the split of a row over a cluster depends on the device's SM count)."""
     _validate.float_tensor(_OP_NAME, "x", x)
     _validate.on_cuda(_OP_NAME, "x", x)
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
-    split = specs.softmax_split(cols, x.dtype, rows, _runtime.cluster_sm_count(x.device.index))
-    spec = _request(x, scale, split)
+    split = specs.softmax_split(cols, x.dtype, rows, _runtime.cluster_sm_count(index))
+    return _validate.plan(_request(x, scale, split), rows)
+
+
+_PLANS = _validate.Plans()
+
+
+def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """The implementation of ``specdsl::softmax`` (and of its eager fast path)."""
+    index = _validate.placed(x)
+    key = (x.shape, x.dtype, scale, index)
+    plan = _PLANS.get(key)
+    if plan is None or index < 0:
+        plan = _PLANS.keep(key, _plan(x, scale, index))
     out = torch.empty_like(x)
-    if rows:
-        _runtime.launch(spec, (x, out, rows), spec.launch_dims(rows), x.device)
+    if plan.rows:
+        _runtime.launch(plan, (x, out, plan.rows), index)
     return out
 
 
-@_softmax.register_fake
 def _softmax_fake(x: torch.Tensor, scale: float) -> torch.Tensor:
     _validate.float_tensor(_OP_NAME, "x", x)
     if _validate.concrete(x.shape[-1], scale):  # trace time: refuse what a call would refuse
@@ -38,6 +50,7 @@ def _softmax_fake(x: torch.Tensor, scale: float) -> torch.Tensor:
     return torch.empty_like(x)
 
 
+torch.library.custom_op("specdsl::softmax", _softmax, mutates_args=()).register_fake(_softmax_fake)
 _SOFTMAX_OP = torch.ops.specdsl.softmax.default
 
 
@@ -61,4 +74,7 @@ def softmax(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         LaunchError: a wrong dtype or device, or a non-contiguous tensor.
         SpecError: a row length the kernel does not take, or a bad ``scale``.
     """
-    return _SOFTMAX_OP(x, scale)
+    if _eager.plain(x) and type(scale) is float:
+        return _softmax(x, scale)
+    out: torch.Tensor = _SOFTMAX_OP(x, scale)
+    return out

@@ -5,6 +5,13 @@ got and what it expects, before anything is allocated or launched. The fake (met
 implementations run the same checks, so ``torch.compile`` refuses at trace time what
 eager refuses at call time. Only what needs real memory (a CUDA device, overlapping
 storage) is checked by the real implementations alone.
+
+The real implementations run the checks once per combination of dtypes, shapes and
+values, and keep what they settled (the request, the rows, the launch geometry, the
+outputs' shapes) as a :class:`Plan` in the op's :class:`Plans`. A later call with that
+combination asks only what can change from one call to the next, with :func:`placed`
+(devices, contiguity) and :func:`overlap`; where an answer is no, the full checks run
+again, so every refusal comes from them, in their order, with their message.
 """
 
 from __future__ import annotations
@@ -12,13 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
 import torch
 
 from ..errors import LaunchError, SpecError
 from ..kernels.fp8_quant import GROUP_SIZE
 
 __all__ = ["FLOAT_DTYPES", "float_tensor", "same_dtype", "same_device", "on_cuda",
-           "disjoint", "concrete", "request", "static_scale", "scale_mode"]
+           "disjoint", "overlap", "concrete", "request", "static_scale", "scale_mode",
+           "Plan", "Plans", "plan", "placed"]
 
 #: The element types of the built-in kernels' activations.
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -103,18 +112,23 @@ def same_device(op: str, **tensors: torch.Tensor | None) -> None:
 
 def on_cuda(op: str, name: str, t: torch.Tensor) -> None:
     """``t`` lives on a CUDA device (checked by the real implementations only)."""
-    if t.device.type != "cuda":
+    if not t.is_cuda:
         raise LaunchError(f"{op}: {name} is on {t.device}; expected a CUDA device (the "
                           f"kernels run on NVIDIA GPUs)")
+
+
+def overlap(t: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether ``t`` and ``other`` (both contiguous) share a byte."""
+    start, other_start = t.data_ptr(), other.data_ptr()
+    size, other_size = t.nbytes, other.nbytes
+    return bool(size and other_size and start < other_start + other_size
+                and other_start < start + size)
 
 
 def disjoint(op: str, name: str, t: torch.Tensor, other_name: str, other: torch.Tensor) -> None:
     """``t`` and ``other`` (both contiguous) share no bytes: a kernel writes one of them
     while it reads the other through the non-coherent path."""
-    start, other_start = t.data_ptr(), other.data_ptr()
-    end = start + t.numel() * t.element_size()
-    other_end = other_start + other.numel() * other.element_size()
-    if t.numel() and other.numel() and start < other_end and other_start < end:
+    if overlap(t, other):
         raise LaunchError(f"{op}: {name} and {other_name} overlap in memory; expected "
                           f"separate tensors ({other_name} is written while {name} is read)")
 
@@ -135,3 +149,54 @@ def request(op: str, name: str, t: torch.Tensor, build: Callable[..., R], *key: 
         return build(*key)
     except SpecError as exc:
         raise SpecError(f"{op}: {name} of shape {tuple(t.shape)}: {exc}") from None
+
+
+@attrs.frozen(eq=False)
+class Plan:
+    """What an op's checks settled for one combination of dtypes, shapes and values.
+    Compared and hashed by identity (``_runtime`` keeps its bound launchers by plan)."""
+
+    #: The request (spec instance) to launch.
+    spec: Any
+    #: Rows (tokens) to launch over; 0 launches nothing.
+    rows: int
+    #: ``(grid, block)`` for ``rows``; None for no rows (typed Any: read only with rows).
+    dims: Any
+    #: The shapes of the outputs not shaped like the op's input, in the op's order.
+    shapes: tuple[tuple[int, ...], ...]
+
+
+def plan(spec: Any, rows: int, *shapes: tuple[int, ...]) -> Plan:
+    """The :class:`Plan` launching ``spec`` over ``rows`` rows, allocating ``shapes``."""
+    return Plan(spec, rows, spec.launch_dims(rows) if rows else None, shapes)
+
+
+#: Combinations an op remembers before its memo starts over (plans are rebuilt, and the
+#: requests and modules stay cached): far more than the shapes of one model's calls.
+_PLANS_KEPT = 4096
+
+
+class Plans(dict[Any, Plan]):
+    """One op's plans, keyed by every dtype, shape and value its checks read that are not
+    asked again on each call (the same key, the same answers)."""
+
+    def keep(self, key: Any, found: Plan) -> Plan:
+        """Remember ``found`` for ``key``; returns it."""
+        if len(self) >= _PLANS_KEPT:
+            self.clear()
+        self[key] = found
+        return found
+
+
+def placed(first: torch.Tensor, *others: torch.Tensor) -> int:
+    """The ordinal of ``first``'s CUDA device where ``first`` and every one of ``others``
+    are contiguous tensors on that device, else -1: the part of the checks that a call
+    with a combination seen before must still ask. Each op's full checks refuse whatever
+    this refuses, so a call they pass has its device ordinal here."""
+    if not (first.is_cuda and first.is_contiguous()):
+        return -1
+    index = first.get_device()
+    for t in others:
+        if not (t.is_cuda and t.get_device() == index and t.is_contiguous()):
+            return -1
+    return index
