@@ -116,12 +116,14 @@ def test_torch_dtypes_by_duck_type(name, member):
 
 
 def test_real_torch_dtypes():
-    """With torch installed, torch.bfloat16, torch.half and torch.float give their formats."""
+    """With torch installed, torch.bfloat16, torch.half, torch.float and torch.int64 give
+    their formats; a dtype specdsl has no format for (complex64) is refused."""
     torch = pytest.importorskip("torch")
     assert DType.parse(torch.bfloat16) is DType.BF16 and DType.parse(torch.half) is DType.F16
     assert DType.parse(torch.float) is DType.F32 and DType.parse(torch.uint8) is DType.U8
+    assert DType.parse(torch.int64) is DType.I64
     with pytest.raises(SpecError, match="expected a dtype name"):
-        DType.parse(torch.int64)
+        DType.parse(torch.complex64)
 
 
 def test_dtype_imports_neither_torch_nor_numpy():
