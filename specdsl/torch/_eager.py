@@ -64,4 +64,5 @@ def plain(*tensors: Any) -> bool:
                 or (grad and t.requires_grad)):
             return False
     first: torch.Tensor = tensors[0]
-    return first.is_cuda or first.is_cpu
+    on_device: bool = first.is_cuda or first.is_cpu  # typed where torch's stubs are absent
+    return on_device

@@ -195,7 +195,7 @@ def placed(first: torch.Tensor, *others: torch.Tensor) -> int:
     this refuses, so a call they pass has its device ordinal here."""
     if not (first.is_cuda and first.is_contiguous()):
         return -1
-    index = first.get_device()
+    index: int = first.get_device()  # typed where torch's stubs are absent
     for t in others:
         if not (t.is_cuda and t.get_device() == index and t.is_contiguous()):
             return -1
