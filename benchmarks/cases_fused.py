@@ -83,9 +83,11 @@ def _quant_spec(hidden: int, mode: str) -> Fp8Quant:
 
 
 def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
-             mode: str) -> Impl:
+             mode: str, returns_sum: bool = False) -> Impl:
     """``first`` (RMSNorm or SiluMul: its inputs, then ``y``, then the row count) and then
-    Fp8Quant of ``y``, through a ``y`` ``[tokens, width]`` allocated outside the timed call."""
+    Fp8Quant of ``y``, through a ``y`` ``[tokens, width]`` allocated outside the timed call.
+    ``returns_sum``: ``first`` updates its second input (the residual) in place, an output
+    checked like the codes."""
     launcher = Launcher(torch)
     grid_a, block_a = first.launch_dims(tokens)
     grid_b, block_b = second.launch_dims(tokens)
@@ -99,13 +101,15 @@ def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
         *first_inputs, q, scale, y = args
         launcher.launch(first, *first_inputs, y, rows, grid=grid_a, block=block_a)
         launcher.launch(second, y, q, scale, grid=grid_b, block=block_b)
-        return _picked_outputs(q, scale, mode)
+        summed = (first_inputs[1],) if returns_sum else ()
+        return (*_picked_outputs(q, scale, mode), *summed)
     return Impl(prepare=prepare, run=run)
 
 
-def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str) -> BenchCase:
+def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
+                   **fields: Any) -> BenchCase:
     spec = RMSNormQuant(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused,
-                        scale_mode=mode)
+                        scale_mode=mode, **fields)
     plain = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused, block=spec.block)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
@@ -119,9 +123,12 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str)
 
     def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, rows, grid=grid, block=block)
-        return _picked_outputs(inputs[-2], inputs[-1], mode)
+        summed = (inputs[1],) if fused else ()  # the residual, updated in place
+        return (*_picked_outputs(inputs[-2], inputs[-1], mode), *summed)
 
     def run_torch(*args: Any) -> tuple:
+        # With the residual, the sum is an output too (written back, as vLLM's op does):
+        # a peer that skipped it would move a quarter fewer bytes.
         x, *rest = args
         if fused:
             residual, weight, static = rest
@@ -129,7 +136,7 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str)
         else:
             weight, static = rest
         y = torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
-        return quantize_torch(torch, y, mode, static)
+        return (*quantize_torch(torch, y, mode, static), *((x,) if fused else ()))
 
     def expected(inputs: tuple, picks: Any) -> tuple:
         x = host(inputs[0], picks)
@@ -137,12 +144,14 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str)
             x = from_bits(to_bits(x + host(inputs[1], picks), DType.BF16), DType.BF16)
         quotient, scales, _ = rmsnorm_quant_module.reference(
             x, host(inputs[-3]), eps32, spec.dtype, mode, STATIC_SCALE)
-        return (quotient,) if mode == "static" else (quotient, scales)
+        codes = (quotient,) if mode == "static" else (quotient, scales)
+        return (*codes, x) if fused else codes
 
     unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode),  # noqa: E731
-                               tokens, hidden, mode)
+                               tokens, hidden, mode, returns_sum=fused)
     return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
-                     tokens=tokens, series=f"hidden={hidden} {mode}",
+                     tokens=tokens,
+                     series=f"hidden={hidden} {mode}" + "".join(f" {k}={v}" for k, v in fields.items()),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,
