@@ -248,9 +248,9 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
     copy_rate = results["copy_bytes_per_s"]
     written = []
     for page, panels in _panels(results["cases"]).items():
-        columns = 1 if len(panels) == 1 else 2
-        rows = math.ceil(len(panels) / columns)
-        fig, axes = plt.subplots(rows, columns, figsize=(8, 5), dpi=100, sharey=True,
+        grid_columns = 1 if len(panels) == 1 else 2
+        rows = math.ceil(len(panels) / grid_columns)
+        fig, axes = plt.subplots(rows, grid_columns, figsize=(8, 5), dpi=100, sharey=True,
                                  squeeze=False)
         kernels = {kernel for kernel, _ in panels}
         top = 110.0
