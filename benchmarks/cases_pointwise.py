@@ -67,8 +67,8 @@ def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
                      tolerance=silu_mul_module.example(spec, np.random.default_rng(0)).tolerance)
 
 
-def _fp8_quant(torch: Any, tokens: int, hidden: int) -> BenchCase:
-    spec = Fp8Quant(hidden=hidden, dtype="bf16")
+def _fp8_quant(torch: Any, tokens: int, hidden: int, **fields: Any) -> BenchCase:
+    spec = Fp8Quant(hidden=hidden, dtype="bf16", **fields)
     grid, block = spec.launch_dims(tokens)
 
     def make_inputs() -> tuple:
@@ -89,7 +89,8 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int) -> BenchCase:
     def expected(inputs: tuple, picks: Any) -> tuple:
         return fp8_quant_module.reference(host(inputs[0], picks))  # (quotient, scale)
 
-    return BenchCase(kernel="Fp8Quant", tokens=tokens, series=f"hidden={hidden}",
+    return BenchCase(kernel="Fp8Quant", tokens=tokens,
+                     series=f"hidden={hidden}" + "".join(f" {k}={v}" for k, v in fields.items()),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1], expected=expected,

@@ -41,7 +41,8 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
+import cases_fused  # noqa: E402  (benchmarks/ is on sys.path)
+import cases_norm  # noqa: E402
 import cases_pointwise  # noqa: E402
 import numpy as np  # noqa: E402
 from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, measure_case  # noqa: E402
@@ -127,6 +128,23 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     "rmsnorm-block": lambda torch: [
         cases_norm._rmsnorm(torch, 16384, hidden, False, block=block)
         for hidden in (4096, 8192) for block in (128, 256, 512)],
+    # RMSNormQuant's CTA size (vectors per thread), beside RMSNorm of the same rows
+    "quant-block": lambda torch: [
+        cases_fused._rmsnorm_quant(torch, 16384, hidden, False, mode, block=block)
+        for hidden, blocks in ((4096, (128, 256, 512)), (7168, (128, 224, 448, 896)),
+                               (8192, (128, 256, 512)))
+        for mode in ("dynamic", "static") for block in blocks] + [
+        cases_norm._rmsnorm(torch, 16384, hidden, False) for hidden in (4096, 7168)],
+    # Fp8Quant's CTA size (its dynamic scale is a CTA max, as RMSNormQuant's is)
+    "fp8-block": lambda torch: [
+        cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)
+        for hidden in (4096, 8192) for block in (128, 256, 512)],
+    # the fused residual's CTA size, RMSNorm's and RMSNormQuant's
+    "residual-block": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, True, block=block)
+        for hidden in (4096, 8192) for block in (128, 256, 512)] + [
+        cases_fused._rmsnorm_quant(torch, 16384, hidden, True, "dynamic", block=block)
+        for hidden, blocks in ((4096, (128, 256)), (7168, (128, 448))) for block in blocks],
     # the latency-bound decode shapes: CTA size and vectors per thread
     "silu-small": lambda torch: [
         cases_pointwise._silu_mul(torch, tokens, 4096, unroll=unroll, block=block)

@@ -42,25 +42,40 @@ def test_param_order(fused, names):
     assert _params(render(RMSNormQuant(hidden=4096, fused_residual=fused))) == names
 
 
-def test_same_block_and_normalization_as_rmsnorm():
-    """The default block is RMSNorm's (so the sum of squares runs in the same order), and
-    the PTX up to the rounding of y is RMSNorm's."""
-    for hidden in (2880, 4096, 4097, 16384):
-        assert RMSNormQuant(hidden=hidden).block == RMSNorm(hidden=hidden).block
+def test_default_block():
+    """Without the residual, rows of 16-byte vectors take 4 vectors a thread in at least
+    128 threads, never more threads than RMSNorm; with the residual, and for odd lengths,
+    the block is RMSNorm's."""
+    found = {(hidden, dtype): RMSNormQuant(hidden=hidden, dtype=dtype).block
+             for hidden in (512, 2048, 4096, 7168, 8192, 16384) for dtype in ("bf16", "f32")}
+    assert found == {(512, "bf16"): 32, (512, "f32"): 64, (2048, "bf16"): 128,
+                     (2048, "f32"): 128, (4096, "bf16"): 128, (4096, "f32"): 256,
+                     (7168, "bf16"): 224, (7168, "f32"): 448, (8192, "bf16"): 256,
+                     (8192, "f32"): 512, (16384, "bf16"): 512, (16384, "f32"): 512}
+    for hidden in (2880, 4096, 4097, 7168, 16384):
+        assert RMSNormQuant(hidden=hidden, fused_residual=True).block == \
+            RMSNorm(hidden=hidden).block
+    assert RMSNormQuant(hidden=4097).block == RMSNorm(hidden=4097).block == 480
+
+
+def test_same_normalization_as_rmsnorm():
+    """With the same block, the PTX up to the rounding of y is RMSNorm's (so the sum of
+    squares runs in the same order)."""
     def normalization(ptx: str) -> str:  # from the row's loads to rstd
         return ptx.split("// load the row")[1].split("rsqrt.approx.f32    %rstd")[0]
 
     for fused in (False, True):
-        plain = render(RMSNorm(hidden=4096, fused_residual=fused))
-        quant = render(RMSNormQuant(hidden=4096, fused_residual=fused)).replace(
-            "rmsnorm_quant", "rmsnorm")
+        quant_spec = RMSNormQuant(hidden=4096, fused_residual=fused)
+        plain = render(RMSNorm(hidden=4096, fused_residual=fused, block=quant_spec.block))
+        quant = render(quant_spec).replace("rmsnorm_quant", "rmsnorm")
         assert normalization(plain) == normalization(quant)
 
 
 def test_dynamic_reduces_twice_and_writes_no_y():
     """Dynamic scales take a second CTA reduction (the row's largest |y|, its own shared
-    array); no y is stored: only codes and the scale."""
-    ptx = render(RMSNormQuant(hidden=4096))
+    array, a word a warp); no y is stored: only codes (a v2.b32 store per vector of 8
+    elements: 2 a thread of 256) and the scale."""
+    ptx = render(RMSNormQuant(hidden=4096, block=256))
     assert ptx.count("// CTA max-reduce of %amax") == 1 and "rmsnorm_quant_amax[8]" in ptx
     assert "st.global.L1::no_allocate.v4.b32" not in ptx
     assert ptx.count("st.global.v2.b32") == 2 and "@%p3 st.global.f32  [%rd9], %scale;" in ptx

@@ -173,6 +173,21 @@ def _same(got, want):
     assert torch.equal(got[1], want[1])
 
 
+def _one_rounding_apart(got, want, dtype):
+    """Codes and scales of a y whose rstd may differ by one f32 rounding (another CTA size,
+    so another order of the sum of squares): an element of y, and so a row's or group's
+    largest |y|, may round to the neighbouring value of ``dtype``. Scales are then within
+    one ``dtype`` step (relative 2^-7 for bf16), and a code moves by one E4M3 step at most,
+    in under 1% of the elements; most are equal."""
+    step = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10, torch.float32: 2.0 ** -22}
+    got_scale, want_scale = got[1].double(), want[1].double()
+    assert ((got_scale - want_scale).abs() <= step[dtype] * want_scale).all()
+    a, b = got[0].view(torch.uint8).int(), want[0].view(torch.uint8).int()
+    same_sign = (a & 0x80) == (b & 0x80)
+    assert (same_sign & ((a - b).abs() <= 1)).all()
+    assert (a != b).double().mean().item() < 0.01
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(37, 4096), (2, 3, 7168)])
 def test_per_token_group_quant_fp8_values(dtype, shape):
@@ -192,12 +207,15 @@ def test_per_token_group_quant_fp8_values(dtype, shape):
 @pytest.mark.parametrize("mode", ["dynamic", "static", "group"])
 @pytest.mark.parametrize("shape", [(37, 4096), (2, 3, 7168)])
 def test_rms_norm_quant_is_the_unfused_pair(dtype, mode, shape):
-    """rms_norm_quant's codes and scales are those of rms_norm then the quantization op, bit
-    for bit, and within E4M3's rounding of the float64 reference."""
+    """rms_norm_quant's codes and scales are those of rms_norm then the quantization op up
+    to one rounding of rstd (its CTA size is not rms_norm's: RMSNormQuant.default_block;
+    with the same block they are bit for bit, tests/test_kernel_rmsnorm_quant.py), and
+    within E4M3's rounding of the float64 reference."""
     x, weight = randn(*shape, dtype=dtype), randn(shape[-1], dtype=dtype, seed=1) + 1
     scale = _static() if mode == "static" else None
     got = sd.rms_norm_quant(x, weight, 1e-6, scale, 128 if mode == "group" else None)
-    _same(got, _quantized(sd.rms_norm(x, weight, 1e-6), mode, scale))
+    want = _quantized(sd.rms_norm(x, weight, 1e-6), mode, scale)
+    _one_rounding_apart(got, want, dtype)
     quotient, _, _ = rmsnorm_quant.reference(f64(x).reshape(-1, shape[-1]), f64(weight),
                                              float(np.float32(1e-6)), specs.dtype_of(dtype),
                                              mode, 0.02)

@@ -11,10 +11,44 @@ from .._spec.dtype import DType
 from .._spec.fields import baked
 from . import fp8_quant, rmsnorm
 from ._checks import FLOAT_DTYPES, block_size, one_of
-from ._rows import check_resident, check_resident_block, row_launch_dims, vector_elements
+from ._rows import (
+    check_resident,
+    check_resident_block,
+    row_launch_dims,
+    threads_for,
+    vector_elements,
+)
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RMSNormQuant", "reference", "example"]
+
+
+#: Fewest threads a CTA of the default block has, without the residual (four warps).
+LEAST_THREADS = 128
+#: 16-byte vectors a thread of the default block holds, without the residual: 16 registers
+#: of the 64 that ``.minnctapersm 1024 / block`` leaves; 7 or 8 spill in the dynamic mode.
+VECTORS_PER_THREAD = 4
+
+
+def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
+    """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
+
+    With ``fused_residual``, or rows of narrower than 16-byte vectors (odd lengths): RMSNorm's
+    (:func:`specdsl.kernels.rmsnorm.default_block`). Otherwise the fewest threads, at least
+    :data:`LEAST_THREADS`, that hold the row at :data:`VECTORS_PER_THREAD` vectors a
+    thread, and never more than RMSNorm's; ``hidden`` 4096 and 7168 (bf16): 128 and 224
+    threads. Measured on the H200 at 16384 rows, bf16 (``benchmarks/variants.py
+    quant-block``, docs/kernels/rmsnorm.md): 4096, dynamic scales, 51.8 us with 128
+    threads against 58.8 us with RMSNorm's 256; 7168, 95.0 us with 224 against 109.0 us
+    with 448. With the residual, which moves twice the bytes a row, the
+    CTA size made no difference beyond 1% (``residual-block``).
+    """
+    plain = rmsnorm.default_block(hidden, dtype)
+    lanes = vector_elements(hidden, dtype)
+    if fused_residual or lanes * dtype.size < 16:
+        return plain
+    fewest = threads_for(max(1, hidden // lanes), VECTORS_PER_THREAD)
+    return min(plain, max(LEAST_THREADS, fewest))
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
@@ -52,9 +86,9 @@ class RMSNormQuant:
       written to ``scale`` ``[rows, hidden / 128]`` row-major (DeepSeek-V3's blockwise
       activation scales, vLLM's ``per_token_group_quant_fp8``).
 
-    With the default ``block`` (RMSNorm's), the sum of squares runs in the same order as
-    RMSNorm's, so the codes and scales are bit for bit those of RMSNorm followed by
-    Fp8Quant (or ``fp8_quant.kernel_codes`` of RMSNorm's ``y``).
+    With the same ``block`` as an RMSNorm, the sum of squares runs in the same order as
+    that RMSNorm's, so the codes and scales are bit for bit those of that RMSNorm followed
+    by Fp8Quant (or ``fp8_quant.kernel_codes`` of its ``y``).
 
     Kernel parameters (in order): ``x`` ``[rows, hidden]``; ``residual`` (only with
     ``fused_residual``); ``weight`` ``[hidden]``; ``q`` ``[rows, hidden]`` e4m3 bytes;
@@ -68,7 +102,7 @@ class RMSNormQuant:
             of 16-byte vectors (32768 f32 or odd lengths); a multiple of 128 for ``group``.
         eps, dtype, fused_residual: as :class:`~specdsl.kernels.RMSNorm`.
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
-        block (baked): threads per CTA; the default is RMSNorm's for ``hidden``.
+        block (baked): threads per CTA; the default is :func:`default_block`'s.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -82,8 +116,9 @@ class RMSNormQuant:
     scale_mode: Literal["dynamic", "static", "group"] = baked(
         "dynamic", validator=_check_scale_mode,
         doc="a scale a row (dynamic), one read at launch (static), or a scale a group of 128")
-    block: int = baked(attrs.Factory(lambda self: rmsnorm.default_block(self.hidden, self.dtype),
-                                     takes_self=True),
+    block: int = baked(attrs.Factory(
+                           lambda self: default_block(self.hidden, self.dtype, self.fused_residual),
+                           takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
 
     #: the requests ``specdsl verify --variants`` compiles: each mode, with and without the

@@ -244,9 +244,13 @@ def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
 
     ``y = x / sqrt(mean(x^2) + eps) * weight`` rounded to x's dtype (as :func:`rms_norm`
     writes it), then ``q = saturate(y * (1 / scale))``, launching
-    :class:`~specdsl.kernels.RMSNormQuant`: the codes and scales are bit for bit those of
+    :class:`~specdsl.kernels.RMSNormQuant`: the codes and scales are those of
     :func:`rms_norm` followed by :func:`scaled_fp8_quant` (or
-    :func:`per_token_group_quant_fp8`), without ``y`` going through device memory.
+    :func:`per_token_group_quant_fp8`), without ``y`` going through device memory. Where
+    the fused kernel's CTA size is not RMSNorm's (rows of 16-byte vectors,
+    :func:`specdsl.kernels.rmsnorm_quant.default_block`), its sum of squares runs in
+    another order, so ``rstd`` may differ by one f32 rounding: a ``y`` element may then
+    round to the neighbouring value of x's dtype, and its code move one E4M3 step.
 
     * neither ``scale`` nor ``group_size``: a scale a token, ``max(max |y| / 448, 2^-126)``,
       returned ``[..., 1]`` (op ``specdsl::rms_norm_quant_dynamic``);
