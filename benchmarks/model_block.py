@@ -61,7 +61,12 @@ def liger_ops(torch: Any, base: type) -> tuple[type | None, str]:
         from liger_kernel.transformers.functional import liger_rms_norm, liger_rope, liger_swiglu
     except Exception as exc:  # not installed, or an incompatible torch/triton
         return None, f"liger-kernel unavailable: {exc}"
-    version = getattr(liger_kernel, "__version__", "?")
+    from importlib import metadata
+
+    try:  # liger_kernel has no __version__; its distribution's metadata has it
+        version = metadata.version("liger-kernel")
+    except metadata.PackageNotFoundError:
+        version = getattr(liger_kernel, "__version__", "?")
 
     class LigerOps(base):
         """Liger-Kernel's kernels; FP8 quantization is torch's (inherited)."""
