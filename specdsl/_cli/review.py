@@ -81,6 +81,12 @@ def collect_requests(words: Sequence[str], *, variants: bool, target: Target) ->
     return unique(requests, key=lambda request: derived_key(request, target))
 
 
+def _names_a_spec(word: str) -> bool:
+    """Whether a word among field words names a spec (a built-in name, ``MODULE:Class``):
+    a second request, not a malformed field word."""
+    return "=" not in word and (word.lower() in builtin_specs() or ":" in word)
+
+
 def _label(request: Any) -> str:
     return format_request(request, baked_only=True)
 
@@ -95,6 +101,10 @@ def command_render(args: argparse.Namespace) -> int:
     if not args.out:
         if args.variants:
             raise UsageError(prog, "render --variants writes one file per request: give --out DIR")
+        second = next((word for word in args.request[1:] if _names_a_spec(word)), None)
+        if second is not None:
+            raise UsageError(prog, "render of several requests writes one file per request: "
+                                   f"give --out DIR ({second!r} starts a second request)")
         sys.stdout.write(render(parse_request(resolve_spec(args.request[0]), args.request[1:]),
                                 args.target))
         return OK
