@@ -16,7 +16,6 @@ from .._base import eviction
 from .._base.cachedir import prepare_folder
 from ..config import Knobs, knobs, parse_size
 from ..errors import CacheDirError, ConfigError
-from .main import UsageError
 
 __all__ = ["add_arguments", "command_cache", "format_size"]
 
@@ -134,13 +133,13 @@ def command_cache(args: argparse.Namespace) -> int:
         0.
 
     Raises:
-        UsageError: ``--max-bytes`` given to ``info`` or ``clear``.
+        UsageError: ``--max-bytes`` given to ``info`` or ``clear`` (from the verb's parser).
         CacheDirError: the cache is off, or the folder is refused or unusable.
         ConfigError: ``SPECDSL_CACHE_DIR`` or ``SPECDSL_CACHE_MAX_BYTES`` is malformed.
     """
-    if args.max_bytes is not None and args.action != "prune":
-        raise UsageError(args.verb_parser.prog, f"--max-bytes is an option of 'cache prune' "
-                                                f"only ('cache {args.action}' takes --dir DIR)")
+    if args.max_bytes is not None and args.action != "prune":  # raises main's UsageError
+        args.verb_parser.error(f"--max-bytes is an option of 'cache prune' only "
+                               f"('cache {args.action}' takes --dir DIR)")
     root, exists = _folder(args)
     if args.action == "info":
         _info(root, exists)
