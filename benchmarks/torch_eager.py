@@ -10,6 +10,10 @@ implementations (``_validate.placed`` and ``on_cuda`` take the CPU, ``_runtime``
 launcher is a no-op), so the rows give the host cost of everything but the launch
 itself and the CUDA allocation.
 
+The table is printed; it is also written to ``DIR/torch_eager.md`` with ``--out DIR``
+(default: the ``OUT`` environment variable, as the GPU machine sets it). Without either,
+nothing is written: a run from a checkout leaves its tree clean.
+
 Every row calls one thing on one row of 4096 bf16 (``rms_norm``; ``fused_add_rms_norm``
 for the in-place path): ``--calls`` back-to-back calls timed with ``time.perf_counter``
 after a device synchronize (a batch far shorter than the launch queue), ``--repeats``
@@ -113,7 +117,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=200, help="timed batches per row")
     parser.add_argument("--stand-in", action="store_true",
                         help="CPU tensors stand in for CUDA ones; launches do nothing")
-    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--out", metavar="DIR", default=os.environ.get("OUT"),
+                        help="also write torch_eager.md into DIR (default: $OUT; neither: "
+                             "only print the table)")
     args = parser.parse_args()
 
     import torch
@@ -148,8 +154,9 @@ def main() -> int:
               for name, ts in times.items()]
     text = "\n".join(lines)
     print(text)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "torch_eager.md").write_text(text + "\n")
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "torch_eager.md").write_text(text + "\n")
     return 0
 
 

@@ -243,6 +243,46 @@ def test_sampling_is_seeded(user_module) -> None:
     assert [c.field for c in runs[0].counterexamples] == ["block", "dtype", "eps", "fused_residual"]
 
 
+def test_counterexample_launch_fields_stay_at_their_defaults(user_module) -> None:
+    """A counterexample's launch field (rows) is its default in both requests, whatever the
+    draws were, over several seeds."""
+    Norm = _load(user_module('return f"rmsnorm-{self.hidden}"'))
+    for seed in range(4):
+        examples = sampled_proof(Norm, samples=60, seed=seed).counterexamples
+        assert examples and all(c.first.rows == c.second.rows == 1 for c in examples), seed
+
+
+def test_counterexample_launch_field_kept_when_its_default_breaks_the_pair(user_module) -> None:
+    """Where the default of a launch field would give the two requests different keys, the
+    drawn value stays (the same in both) and the pair still shares a key."""
+    Norm = _load(user_module('return f"{self.hidden}-{self.eps!r}" if self.rows == 1 '
+                             'else f"{self.hidden}"'))
+    examples = [c for seed in range(4)
+                for c in sampled_proof(Norm, samples=60, seed=seed).counterexamples
+                if c.field == "eps"]
+    assert examples and all(c.first.rows == c.second.rows != 1 for c in examples)
+    assert all(c.first.key() == c.second.key() for c in examples)
+
+
+def test_counterexample_launch_field_without_default_is_equal_in_both(user_module) -> None:
+    """A launch field with no default keeps its drawn value, the same in both requests."""
+    module = user_module('return f"rmsnorm-{self.hidden}"', extra="""
+        @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+        class Bare:
+            rows: int = launch()
+            hidden: int = baked(4096)
+            eps: float = baked(1e-5)
+            dtype: DType = baked(DType.BF16)
+            fused_residual: bool = baked(False)
+            block: int = baked(512)
+
+            def key(self) -> str:
+                return f"rmsnorm-{self.hidden}"
+        """)
+    examples = sampled_proof(_load(module, "Bare"), samples=60, seed=0).counterexamples
+    assert examples and all(c.first.rows == c.second.rows for c in examples)
+
+
 def test_candidates_start_at_default_and_keep_signed_zero() -> None:
     """Float candidates begin with the default and hold 0.0 and -0.0 apart."""
     values = candidates(float, 1e-5)

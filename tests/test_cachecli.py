@@ -87,6 +87,36 @@ def test_bad_max_bytes_is_a_usage_error(capsys, tmp_path, value):
                    f"such as 1073741824, 512M or 4G (got {value!r})\n")
 
 
+@pytest.mark.parametrize("argv", [
+    ["--dir", "{dir}", "info"], ["info", "--dir", "{dir}"], ["--strict", "info", "--dir", "{dir}"],
+    ["info", "--strict", "--dir", "{dir}"], ["--dir", "elsewhere", "info", "--dir", "{dir}"]])
+def test_options_before_or_after_the_action(capsys, tmp_path, argv):
+    """--dir and --strict work before or after the action (the later --dir wins)."""
+    folder = tmp_path / "none"
+    code, out, err = run(capsys, "cache", *(word.format(dir=folder) for word in argv))
+    assert (code, err) == (0, "") and out.startswith(f"location   {folder} (not created yet)\n")
+
+
+@pytest.mark.parametrize("argv", [["prune", "--max-bytes", "8K", "--dir", "{dir}"],
+                                  ["--max-bytes", "8K", "--dir", "{dir}", "prune"]])
+def test_max_bytes_before_or_after_prune(capsys, warm, argv):
+    """prune takes --max-bytes before or after the action."""
+    code, out, _ = run(capsys, "cache", *(word.format(dir=warm) for word in argv))
+    assert code == 0 and out.rstrip().endswith("cap 8.0 KiB")
+
+
+@pytest.mark.parametrize("action", ["info", "clear"])
+@pytest.mark.parametrize("before", [False, True])
+def test_max_bytes_is_prune_only(capsys, warm, action, before):
+    """--max-bytes with info or clear is one error line naming prune, exit 2; nothing removed."""
+    words = [action, "--max-bytes", "5G"] if not before else ["--max-bytes", "5G", action]
+    code, out, err = run(capsys, "cache", *words, "--dir", str(warm))
+    assert (code, out) == (2, "")
+    assert err == (f"specdsl cache: error: --max-bytes is an option of 'cache prune' only "
+                   f"('cache {action}' takes --dir DIR)\n")
+    assert len([p for p in warm.rglob("*") if p.is_file()]) == 4
+
+
 def test_cache_off_is_one_error_line(capsys, monkeypatch):
     """With SPECDSL_CACHE_DIR=off and no --dir: one error line, exit 2."""
     monkeypatch.setenv("SPECDSL_CACHE_DIR", "off")

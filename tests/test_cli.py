@@ -99,6 +99,26 @@ def test_key_prints_hand_written(capsys):
 
 # --- one line, exit 2 ----------------------------------------------------------------------
 
+@pytest.mark.parametrize("spec", [":Foo", ":", "userspecs:", "userspecs:Toy.", "userspecs:a..b",
+                                  "nosuch:"])
+def test_malformed_module_class_is_one_plain_line(capsys, spec):
+    """A SPEC with no module before ':' or no class after it is refused in plain words,
+    before any import (no importlib message, no path into the standard library)."""
+    code, out, err = run(capsys, "render", spec)
+    assert (code, out) == (2, "")
+    assert err == (f"specdsl render: error: expected MODULE:ClassName or "
+                   f"path/file.py:ClassName (got {spec!r})\n")
+
+
+@pytest.mark.parametrize("name", ["", ".userspecs", "userspecs.", "a..b"])
+def test_malformed_module_name_is_one_plain_line(capsys, name):
+    """check-keys with an empty or relative module name: a plain line, exit 2."""
+    code, out, err = run(capsys, "check-keys", name, "--samples", "0")
+    assert (code, out) == (2, "")
+    assert err == (f"specdsl check-keys: error: cannot import module {name!r}: not a module "
+                   "name (expected package.module, or a file such as ./kernels.py)\n")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["render", "vectoradd", "dtype=i32"], "VectorAdd.dtype = DType.I32 is invalid: expected one"),
     (["render", "vectoradd", "dtype"], "expected field=value (got 'dtype')"),

@@ -220,6 +220,22 @@ def test_check_keys_json_counterexample_command_runs(capsys):
     assert main(command[1:]) == 1
 
 
+def test_check_keys_counterexample_keeps_launch_fields_at_defaults(capsys):
+    """The pair printed holds the launch field (block) at its default, 128, in both
+    requests: only the field that matters differs."""
+    code, out, _ = run(capsys, "check-keys", "handkeyed:Legacy", "--samples", "40")
+    assert code == 1 and out.splitlines()[2:8] == [
+        "    counterexample: key 'legacy-64' for both, different PTX for sm_90 (they differ "
+        "in scale):",
+        "        handkeyed:Legacy n=64 scale=0.0 block=128",
+        "        handkeyed:Legacy n=64 scale=-1.0 block=128",
+        "        specdsl diff handkeyed:Legacy n=64 scale=0.0 block=128 -- n=64 scale=-1.0 "
+        "block=128",
+        "        Python: Legacy(n=64, scale=0.0, block=128)",
+        "                Legacy(n=64, scale=-1.0, block=128)",
+    ]
+
+
 def test_check_keys_json_for_a_derived_key_class(capsys):
     """A class without key() has status 'derived' and exit 0."""
     code, out, _ = run(capsys, "check-keys", "specdsl.kernels", "--json", "--samples", "0")

@@ -189,5 +189,17 @@ def test_verify_refuses_a_register_limit_ptxas_would_change(capsys):
 
     assert main(["verify", "vectoradd", "--maxrregcount", "8"]) == 2
     assert capsys.readouterr().err == (
-        "specdsl verify: error: --maxrregcount 8: CompileOptions.max_registers must be None or "
-        "an int from 24 to 255 registers per thread (got 8)\n")
+        "specdsl verify: error: --maxrregcount must be from 24 to 255 registers per thread "
+        "(got 8); to fail a request above N registers instead, give --max-registers N\n")
+
+
+@pytest.mark.parametrize("count", ["10", "256"])
+def test_verify_register_limit_error_names_the_option_typed(capsys, count):
+    """--maxrregcount out of range: the error names --maxrregcount and 24..255, not
+    CompileOptions."""
+    from specdsl._cli.main import main
+
+    assert main(["verify", "--maxrregcount", count, "rmsnorm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"specdsl verify: error: --maxrregcount must be from 24 to 255 "
+                          f"registers per thread (got {count});") and "CompileOptions" not in err

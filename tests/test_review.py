@@ -436,6 +436,25 @@ def test_render_variants_without_out_is_refused(capsys):
                    "give --out DIR\n")
 
 
+@pytest.mark.parametrize("argv, second", [
+    (["vectoradd", "rmsnorm", "hidden=4096"], "rmsnorm"),
+    (["vectoradd", "dtype=f16", "RMSNorm"], "RMSNorm"),
+    (["rmsnorm", "hidden=4096", "userspecs:Toy"], "userspecs:Toy"),
+])
+def test_render_of_several_requests_without_out_is_refused(capsys, argv, second):
+    """A second SPEC without --out says that several requests need --out DIR (exit 2)."""
+    code, out, err = run(capsys, "render", *argv)
+    assert (code, out) == (2, "")
+    assert err == ("specdsl render: error: render of several requests writes one file per "
+                   f"request: give --out DIR ({second!r} starts a second request)\n")
+
+
+def test_render_of_a_word_that_is_no_spec_still_asks_for_field_value(capsys):
+    """A stray word that names no spec is still refused as a malformed field word."""
+    code, _, err = run(capsys, "render", "vectoradd", "dtype")
+    assert err == "specdsl render: error: expected field=value (got 'dtype')\n" and code == 2
+
+
 def test_variants_pin_on_a_spec_with_a_required_field(capsys, tmp_path, monkeypatch):
     """--variants with a pinned field works when another field has no default but has variants."""
     _user_module(tmp_path, monkeypatch, "required", """

@@ -504,3 +504,21 @@ def test_step_benchmark_runs_with_stand_ins(tmp_path):
     table = (tmp_path / "torch_eager.md").read_text()
     assert "| specdsl.torch.rms_norm (fast path) |" in table
     assert "| torch.ops.specdsl.rms_norm (op path) |" in table
+
+
+def test_step_benchmark_without_out_writes_nothing(tmp_path):
+    """Without --out (and no OUT variable) the benchmark prints its table and writes no
+    file: a run from a checkout leaves the tree clean."""
+    import os
+    import subprocess
+    import sys
+
+    script = PurePath(__file__).parent.parent / "benchmarks" / "torch_eager.py"
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    done = subprocess.run([sys.executable, str(script), "--stand-in", "--calls", "2",
+                           "--repeats", "2"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# specdsl.torch call, step by step (1 x 4096 bf16; torch ")
+    assert "| specdsl.torch.rms_norm (fast path) |" in done.stdout
+    assert list(tmp_path.iterdir()) == []

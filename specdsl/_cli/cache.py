@@ -42,7 +42,16 @@ def _cap(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``info``, ``clear`` and ``prune`` actions to the ``cache`` verb's parser."""
+    """Add the ``info``, ``clear`` and ``prune`` actions to the ``cache`` verb's parser.
+
+    ``--dir``, ``--max-bytes`` and ``--strict`` are taken before the action as well as after
+    it (options go anywhere); ``--max-bytes`` means something to ``prune`` only, and
+    :func:`command_cache` refuses it with the others.
+    """
+    dir_help = "the cache folder (default: SPECDSL_CACHE_DIR or ~/.cache/specdsl)"
+    cap_help = "prune only: the cap, e.g. 512M (default: SPECDSL_CACHE_MAX_BYTES, 1G)"
+    parser.add_argument("--dir", type=Path, default=None, metavar="DIR", help=dir_help)
+    parser.add_argument("--max-bytes", type=_cap, default=None, metavar="SIZE", help=cap_help)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
                                     help="info, clear or prune")
     info = actions.add_parser("info", help="location, size, entries and toolchain",
@@ -53,12 +62,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prune = actions.add_parser(
         "prune", help="remove the entries read least recently, down to the cap",
         description="Remove the entries read least recently until the cache fits the cap.")
-    prune.add_argument("--max-bytes", type=_cap, default=None, metavar="SIZE",
-                       help="the cap, e.g. 512M (default: SPECDSL_CACHE_MAX_BYTES, 1G)")
     for action in (info, clear, prune):
-        action.add_argument("--dir", type=Path, default=None, metavar="DIR",
-                            help="the cache folder (default: SPECDSL_CACHE_DIR or "
-                                 "~/.cache/specdsl)")
+        # SUPPRESS: an option given before the action is not reset by the action's default
+        action.add_argument("--strict", action="store_true", default=argparse.SUPPRESS,
+                            help="an UnreadFieldWarning (a baked field no template reads) "
+                                 "is an error (exit 2), for CI")
+        action.add_argument("--dir", type=Path, default=argparse.SUPPRESS, metavar="DIR",
+                            help=dir_help)
+        action.add_argument("--max-bytes", type=_cap, default=argparse.SUPPRESS,
+                            metavar="SIZE",
+                            help=cap_help if action is prune else argparse.SUPPRESS)
 
 
 def _folder(args: argparse.Namespace) -> tuple[Path, bool]:
@@ -113,15 +126,20 @@ def _info(root: Path, exists: bool) -> None:
 
 
 def command_cache(args: argparse.Namespace) -> int:
-    """``specdsl cache info|clear|prune [--max-bytes SIZE] [--dir DIR]``.
+    """``specdsl cache info|clear [--dir DIR]`` and ``specdsl cache prune [--max-bytes SIZE]
+    [--dir DIR]``.
 
     Returns:
         0.
 
     Raises:
+        UsageError: ``--max-bytes`` given to ``info`` or ``clear`` (from the verb's parser).
         CacheDirError: the cache is off, or the folder is refused or unusable.
         ConfigError: ``SPECDSL_CACHE_DIR`` or ``SPECDSL_CACHE_MAX_BYTES`` is malformed.
     """
+    if args.max_bytes is not None and args.action != "prune":  # raises main's UsageError
+        args.verb_parser.error(f"--max-bytes is an option of 'cache prune' only "
+                               f"('cache {args.action}' takes --dir DIR)")
     root, exists = _folder(args)
     if args.action == "info":
         _info(root, exists)

@@ -29,10 +29,10 @@ from .._review.requests import (
 )
 from .._review.variants import pinned_variants, representative_request
 from .._review.verify import Verified, verify_request
-from .._runtime.compile import CompileOptions
+from .._runtime.compile import MAX_REGISTERS, MIN_REGISTERS, CompileOptions
 from .._spec.target import Target
 from .._spec.values import unique
-from ..errors import ConfigError, SpecError
+from ..errors import SpecError
 from .main import B_WORDS, FOUND, OK, UsageError
 from .output import print_json, request_fields, table
 from .specs import resolve_spec
@@ -81,6 +81,12 @@ def collect_requests(words: Sequence[str], *, variants: bool, target: Target) ->
     return unique(requests, key=lambda request: derived_key(request, target))
 
 
+def _names_a_spec(word: str) -> bool:
+    """Whether a word among field words names a spec (a built-in name, ``MODULE:Class``):
+    a second request, not a malformed field word."""
+    return "=" not in word and (word.lower() in builtin_specs() or ":" in word)
+
+
 def _label(request: Any) -> str:
     return format_request(request, baked_only=True)
 
@@ -95,6 +101,10 @@ def command_render(args: argparse.Namespace) -> int:
     if not args.out:
         if args.variants:
             raise UsageError(prog, "render --variants writes one file per request: give --out DIR")
+        second = next((word for word in args.request[1:] if _names_a_spec(word)), None)
+        if second is not None:
+            raise UsageError(prog, "render of several requests writes one file per request: "
+                                   f"give --out DIR ({second!r} starts a second request)")
         sys.stdout.write(render(parse_request(resolve_spec(args.request[0]), args.request[1:]),
                                 args.target))
         return OK
@@ -198,12 +208,13 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.max_registers is not None and args.max_registers < 1:
         raise UsageError(args.verb_parser.prog, "--max-registers must be a positive int "
                                                 f"(got {args.max_registers})")
-    try:
-        options = CompileOptions(lineinfo=args.lineinfo, max_registers=args.maxrregcount,
-                                 debug=args.debug)
-    except ConfigError as exc:
-        raise UsageError(args.verb_parser.prog, f"--maxrregcount {args.maxrregcount}: "
-                                                f"{exc}") from None
+    count = args.maxrregcount
+    if count is not None and not MIN_REGISTERS <= count <= MAX_REGISTERS:
+        raise UsageError(args.verb_parser.prog, f"--maxrregcount must be from {MIN_REGISTERS} "
+                                                f"to {MAX_REGISTERS} registers per thread "
+                                                f"(got {count}); to fail a request above N "
+                                                "registers instead, give --max-registers N")
+    options = CompileOptions(lineinfo=args.lineinfo, max_registers=count, debug=args.debug)
     target = args.target
     words = list(args.request) or list(builtin_specs())
     requests = collect_requests(words, variants=args.variants, target=target)

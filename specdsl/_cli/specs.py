@@ -40,6 +40,8 @@ def resolve_spec(name: str) -> type:
                             f"{_class_hint(name)}")
         return cls
     module_name, _, qualname = name.rpartition(":")
+    if not module_name or "" in qualname.split("."):
+        raise SpecError(f"expected MODULE:ClassName or path/file.py:ClassName (got {name!r})")
     obj: Any = load_module(module_name)
     for part in qualname.split("."):
         obj = getattr(obj, part, None)

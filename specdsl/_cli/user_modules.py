@@ -38,7 +38,8 @@ def load_module(name: str) -> types.ModuleType:
     working folder or a file runs, its folder is searched, last, for its own imports.
 
     Raises:
-        SpecError: no such module or file; a file whose stem names another module already
+        SpecError: no such module or file; a name that is no module name (``""``,
+            ``".mod"``, ``"pkg..mod"``); a file whose stem names another module already
             imported (a ``json.py`` never replaces the standard library's ``json``); or
             any exception the module raises while it runs (a syntax error, a failing
             import, an error at class definition): one line naming the module, the
@@ -46,6 +47,9 @@ def load_module(name: str) -> types.ModuleType:
     """
     if is_file_name(name):
         return _load_file(name)
+    if "" in name.split("."):  # importlib: "Empty module name", or a relative import
+        raise SpecError(f"cannot import module {name!r}: not a module name (expected "
+                        "package.module, or a file such as ./kernels.py)")
     top = name.partition(".")[0]
     try:
         try:

@@ -13,7 +13,7 @@ import functools
 import random
 import time
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import attrs
@@ -177,6 +177,39 @@ def _variant(request: Any, field: str, rng: random.Random) -> Any | None:
     return None
 
 
+def _launch_default(request: Any, name: str) -> Any:
+    """The value launch field ``name`` takes when ``request``'s other fields are given and it
+    is left out (its default, or the one the class computes); ``attrs.NOTHING`` when it has
+    none or that request is refused."""
+    cls = type(request)
+    values = {a.name: getattr(request, a.name) for a in attrs.fields(cls)
+              if a.init and a.name != name}
+    built = _build(cls, values)
+    return attrs.NOTHING if built is None else getattr(built, name)
+
+
+def _with_launch_defaults(example: Counterexample,
+                          ptx: Callable[[Any], str | None]) -> Counterexample:
+    """``example`` with each launch field at its default in both requests, where the two
+    requests stay valid, share the key and still render different PTX; the drawn value
+    (the same in both) stays otherwise. Launch fields never reach the PTX, so drawn ones
+    are noise in a pair meant to be pasted; the field shown differing is left alone."""
+    first, second = example.first, example.second
+    for name in spec_info(type(first)).launch:
+        value = _launch_default(first, name)
+        if name == example.field or value is attrs.NOTHING:
+            continue
+        try:
+            a, b = (attrs.evolve(r, **{name: value}) for r in (first, second))
+            same_key = call_key(type(a), a) == example.key == call_key(type(b), b)
+        except (SpecdslError, ValueError, TypeError):
+            continue
+        pa, pb = ptx(a), ptx(b)
+        if same_key and pa is not None and pb is not None and pa != pb:
+            first, second = a, b
+    return attrs.evolve(example, first=first, second=second)
+
+
 def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
                   target: Target | str | int = "sm_90", fields: Iterable[str] | None = None,
                   time_limit: float = TIME_LIMIT_S) -> Samples:
@@ -186,7 +219,9 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
     over ``fields``, by default every field the template reads) to another valid value.
     Pairs whose keys agree are rendered for ``target`` and compared. Stops after
     ``samples`` pairs or ``time_limit`` seconds; a field with a counterexample is not
-    sampled again. Deterministic for a given ``seed``.
+    sampled again. Deterministic for a given ``seed``. A counterexample's launch fields are
+    set back to their defaults (the same in both requests) wherever the pair still holds,
+    so that the pair printed differs only where it matters.
 
     Returns:
         A :class:`Samples`. A request that cannot be rendered (a :class:`RenderError`,
@@ -234,6 +269,7 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
             skipped += 1
             continue
         if a != b:
-            found[field] = Counterexample(key, field, first, second, target)
+            found[field] = _with_launch_defaults(
+                Counterexample(key, field, first, second, target), ptx)
     return Samples(tuple(found[f] for f in order if f in found), pairs, shared, skipped,
                    failures[0] if failures else "")
