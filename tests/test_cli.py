@@ -97,6 +97,14 @@ def test_key_prints_hand_written(capsys):
     assert code == 0 and "hand-written: legacy-12" in out and out.startswith("derived: legacy-")
 
 
+def test_key_of_two_specs_says_it_takes_one_request(capsys):
+    """A second SPEC among key's words is named as such (exit 2), not as a bad field word."""
+    code, out, err = run(capsys, "key", "vectoradd", "rmsnorm")
+    assert (code, out) == (2, "")
+    assert err == ("specdsl key: error: key takes one request: give its SPEC once, then "
+                   "field=value words (got 'rmsnorm')\n")
+
+
 # --- one line, exit 2 ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("spec", [":Foo", ":", "userspecs:", "userspecs:Toy.", "userspecs:a..b",

@@ -22,9 +22,9 @@ from .._review.requests import builtin_specs, format_request, parse_request, spe
 from .._spec.decorator import spec_info
 from .._spec.fields import DOC, is_factory, role_of
 from ..errors import SpecDefinitionError
-from .main import FOUND, OK
+from .main import FOUND, OK, UsageError
 from .output import json_value, print_json, request_fields
-from .specs import resolve_spec, spec_classes
+from .specs import names_a_spec, resolve_spec, spec_classes
 
 __all__ = ["command_list", "command_key", "command_check_keys", "format_report"]
 
@@ -110,6 +110,10 @@ def command_list(args: argparse.Namespace) -> int:
 def command_key(args: argparse.Namespace) -> int:
     """``specdsl key SPEC [field=value ...] [--explain] [--json]``: the derived key (and the
     hand-written one); ``--explain`` adds each input the derived key hashes."""
+    second = next((word for word in args.request[1:] if names_a_spec(word)), None)
+    if second is not None:
+        raise UsageError(args.verb_parser.prog, "key takes one request: give its SPEC once, "
+                                                f"then field=value words (got {second!r})")
     spec = parse_request(resolve_spec(args.request[0]), args.request[1:])
     target = args.target
     key, written = derived_key(spec, target), hand_key(spec)

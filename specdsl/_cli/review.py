@@ -35,7 +35,7 @@ from .._spec.values import unique
 from ..errors import SpecError
 from .main import B_WORDS, FOUND, OK, UsageError
 from .output import print_json, request_fields, table
-from .specs import resolve_spec
+from .specs import names_a_spec, resolve_spec
 
 __all__ = ["split_requests", "collect_requests", "command_render", "command_diff",
            "command_verify", "command_run"]
@@ -81,12 +81,6 @@ def collect_requests(words: Sequence[str], *, variants: bool, target: Target) ->
     return unique(requests, key=lambda request: derived_key(request, target))
 
 
-def _names_a_spec(word: str) -> bool:
-    """Whether a word among field words names a spec (a built-in name, ``MODULE:Class``):
-    a second request, not a malformed field word."""
-    return "=" not in word and (word.lower() in builtin_specs() or ":" in word)
-
-
 def _label(request: Any) -> str:
     return format_request(request, baked_only=True)
 
@@ -101,7 +95,7 @@ def command_render(args: argparse.Namespace) -> int:
     if not args.out:
         if args.variants:
             raise UsageError(prog, "render --variants writes one file per request: give --out DIR")
-        second = next((word for word in args.request[1:] if _names_a_spec(word)), None)
+        second = next((word for word in args.request[1:] if names_a_spec(word)), None)
         if second is not None:
             raise UsageError(prog, "render of several requests writes one file per request: "
                                    f"give --out DIR ({second!r} starts a second request)")

@@ -52,6 +52,12 @@ def resolve_spec(name: str) -> type:
     return obj
 
 
+def names_a_spec(word: str) -> bool:
+    """Whether a word among field words names a spec (a built-in name, ``MODULE:Class``):
+    a second request, not a malformed field word."""
+    return "=" not in word and (word.lower() in builtin_specs() or ":" in word)
+
+
 def _class_hint(name: str) -> str:
     """``"; did you mean 'saxpy.py:Saxpy'?"`` for a file or working-folder module named
     without its class, or ``""``. A file named by its path is imported (the user named it);
