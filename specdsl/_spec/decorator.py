@@ -35,9 +35,8 @@ from .arrays import ArrayDeclarations, parse_arrays
 from .fields import (
     BAKED,
     LAUNCH,
-    NONFINITE,
     canonical,
-    make_coercer,
+    field_coercer,
     reason_of,
     refusal,
     role_of,
@@ -321,8 +320,7 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
             f"{owner}.{field.name} has no type annotation: write "
             f"'{field.name}: float = {role}(...)' (int, float, bool, str, an Enum, ...)")
     try:
-        coerce = make_coercer(owner, field.name, hints[field.name],
-                              field.metadata.get(NONFINITE, False), ptx_text=role == BAKED)
+        coerce = field_coercer(owner, field, hints[field.name], role == BAKED)
     except TypeError as exc:  # the message already names owner.field
         raise SpecDefinitionError(str(exc)) from None
     user_converter: Any = field.converter
