@@ -602,14 +602,3 @@ def test_fixed_tuple_names_its_items(tmp_path):
     with pytest.raises(SpecError, match=re.escape(
             "Bad.pair[1] must be a float (got 'x', a str)")):
         cls(pair=(1, "x"))
-
-
-def test_default_its_type_refuses_is_a_definition_error():
-    """A default the field's own type refuses fails when the class is defined, naming the
-    field and the default; a default the type converts ('f16' for a DType) is fine."""
-    with pytest.raises(SpecDefinitionError, match=re.escape(
-            "Bad.scale: its default 'x' is refused: Bad.scale must be a float (got 'x', a str)")):
-        _define("toy.ptx.j2", {"scale": (float, baked("x"))})
-    with pytest.raises(SpecDefinitionError, match=re.escape(
-            "Bad.block: its default 2.5 is refused: Bad.block must be an int")):
-        _define("toy.ptx.j2", {"block": (int, launch(2.5))})

@@ -35,8 +35,9 @@ from .arrays import ArrayDeclarations, parse_arrays
 from .fields import (
     BAKED,
     LAUNCH,
+    NONFINITE,
     canonical,
-    field_coercer,
+    make_coercer,
     reason_of,
     refusal,
     role_of,
@@ -320,7 +321,8 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
             f"{owner}.{field.name} has no type annotation: write "
             f"'{field.name}: float = {role}(...)' (int, float, bool, str, an Enum, ...)")
     try:
-        coerce = field_coercer(owner, field, hints[field.name], role == BAKED)
+        coerce = make_coercer(owner, field.name, hints[field.name],
+                              field.metadata.get(NONFINITE, False), ptx_text=role == BAKED)
     except TypeError as exc:  # the message already names owner.field
         raise SpecDefinitionError(str(exc)) from None
     user_converter: Any = field.converter

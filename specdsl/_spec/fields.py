@@ -20,10 +20,10 @@ import attrs
 
 from .._base.words import a_type_name
 from .._templating.immediates import is_ptx_text
-from ..errors import SpecDefinitionError, SpecError
+from ..errors import SpecError
 
-__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "field_coercer",
-           "is_factory", "is_bool_like", "BAKED", "LAUNCH"]
+__all__ = ["baked", "launch", "role_of", "canonical", "make_coercer", "is_factory",
+           "is_bool_like", "BAKED", "LAUNCH"]
 
 ROLE = "specdsl.role"
 NONFINITE = "specdsl.allow_nonfinite"
@@ -357,29 +357,6 @@ def is_bool_like(v: Any) -> bool:
     kind = type(v)
     return isinstance(v, bool) or (
         kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
-
-
-def field_coercer(owner: str, field: attrs.Attribute[Any], tp: Any, baked_field: bool
-                  ) -> Coercer:
-    """:func:`make_coercer` for ``field`` (annotated ``tp``), with its plain default checked
-    now: a default its own type refuses is a definition error, not a failure of the first
-    request that leaves the field out. A default that goes through the field's own converter
-    first, or a factory, is checked when a request is made.
-
-    Raises:
-        SpecDefinitionError: the default is refused (naming the field, the default and why).
-        TypeError: ``tp`` is not a supported annotation (from :func:`make_coercer`).
-    """
-    coerce = make_coercer(owner, field.name, tp, field.metadata.get(NONFINITE, False),
-                          ptx_text=baked_field)
-    default = field.default
-    if field.converter is None and default is not attrs.NOTHING and not is_factory(default):
-        try:
-            coerce(default)
-        except SpecError as exc:
-            raise SpecDefinitionError(f"{owner}.{field.name}: its default {default!r} is "
-                                      f"refused: {exc}") from None
-    return coerce
 
 
 def _try_canonical(v: Any) -> tuple[Any, ...] | None:
