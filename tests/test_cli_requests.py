@@ -43,12 +43,6 @@ def test_sloppy_tuple_words_are_refused(capsys, text):
         f"as 1,2 (got {text!r})")
 
 
-def test_bad_tuple_item_is_named_by_its_index(capsys):
-    """dims=1,x names the item that is wrong, as the Python call does."""
-    assert error_of(capsys, "render", "userspecs:Toy", "dims=1,x") == (
-        "specdsl render: error: Toy.dims[1] must be an int (got 'x')")
-
-
 def test_underflow_error_suggests_no_refused_value(capsys):
     """eps=1e-50 says it rounds to zero, without suggesting 0.0 (which RMSNorm refuses)."""
     line = error_of(capsys, "render", "rmsnorm", "hidden=4096", "eps=1e-50")

@@ -18,7 +18,6 @@ from typing import Any, Literal, cast
 
 import attrs
 
-from .._base.words import a_type_name
 from .._templating.immediates import is_ptx_text
 from ..errors import SpecError
 
@@ -231,7 +230,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
     label = f"{owner}.{name}"
 
     def fail(value: Any, expected: str) -> SpecError:
-        return SpecError(f"{label} must be {expected} (got {value!r}, {a_type_name(value)})")
+        return SpecError(f"{label} must be {expected} (got {value!r}, a {type(value).__name__})")
 
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -255,27 +254,18 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
 
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            expected = f"a tuple of {_describe(args[0])}"
-            by_index: dict[int, Coercer] = {}  # one coercer an index: errors name the item
-
-            def item_at(i: int) -> Coercer:
-                found = by_index.get(i)
-                if found is None:
-                    found = by_index[i] = make_coercer(owner, f"{name}[{i}]", args[0],
-                                                       allow_nonfinite, ptx_text)
-                return found
+            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite, ptx_text)
             arity = None
         else:
-            expected = f"a tuple ({', '.join(_describe(a) for a in args)})"
             items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite, ptx_text)
                      for i, a in enumerate(args)]
             arity = len(items)
 
         def tuple_(v: Any) -> tuple[Any, ...]:
             if not isinstance(v, (tuple, list)):
-                raise fail(v, expected)
+                raise fail(v, f"a tuple of {_describe(tp)}")
             if arity is None:
-                return tuple(item_at(i)(x) for i, x in enumerate(v))
+                return tuple(item(x) for x in v)
             if len(v) != arity:
                 raise fail(v, f"a tuple of {arity} items")
             return tuple(c(x) for c, x in zip(items, v, strict=True))
