@@ -180,24 +180,6 @@ def test_ptx_vector_brace_hint(tmp_path):
         _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("// {{ n | f31 }}", "No filter named 'f31'."),
-    ("// {{ n is nosuchtest }}", "No test named 'nosuchtest'."),
-])
-def test_missing_filter_or_test_names_its_file(tmp_path, body, message):
-    """A filter or test that does not exist is reported against the template that names
-    it (and its line), directly or through an include, never as '<introspection>'."""
-    (tmp_path / "t.ptx.j2").write_text(f".entry {{{{ entry }}}}\n{body}\n")
-    with pytest.raises(SpecDefinitionError, match=re.escape(
-            f"Bad: template 't.ptx.j2' line 2: {message}")):
-        _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
-    (tmp_path / "outer.ptx.j2").write_text('.entry {{ entry }}\n{% include "inc.ptx.j2" %}\n')
-    (tmp_path / "inc.ptx.j2").write_text(f"// n\n{body}\n")
-    with pytest.raises(SpecDefinitionError, match=re.escape(
-            f"Bad: template 'inc.ptx.j2' line 2: {message}")):
-        _define("outer.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
-
-
 def test_reserved_field_name_refused():
     """'target' and 'entry' are context names, not fields."""
     with pytest.raises(SpecDefinitionError, match=r"Bad\.target: the name is reserved"):

@@ -197,13 +197,7 @@ def _file_facts(env: jinja2.Environment, name: str
     if cached is not None:
         return (digest, *cached)
     tree = env.parse(source, name)
-    try:
-        names = frozenset(meta.find_undeclared_variables(tree))
-    except jinja2.TemplateSyntaxError as exc:
-        # meta's code generator calls every template "<introspection>": a filter or test
-        # that does not exist is reported against the file that names it
-        exc.name, exc.filename = name, name
-        raise
+    names = frozenset(meta.find_undeclared_variables(tree))
     refs = tuple(meta.find_referenced_templates(tree))
     templatecache.store_facts(digest, names, refs)
     return digest, names, refs
