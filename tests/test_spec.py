@@ -180,6 +180,53 @@ def test_ptx_vector_brace_hint(tmp_path):
         _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
 
 
+@pytest.mark.parametrize("line, message", [
+    ("// {{ n | f31 }}", "No filter named 'f31'."),
+    ("// {{ n is nosuchtest }}", "No test named 'nosuchtest'."),
+])
+def test_unknown_filter_or_test_names_the_template(tmp_path, line, message):
+    """An unknown filter or test is refused at definition naming the template file and
+    line (Jinja's introspection calls every template '<introspection>')."""
+    (tmp_path / "t.ptx.j2").write_text(f".entry {{{{ entry }}}}\n\n{line}\n")
+    with pytest.raises(SpecDefinitionError) as info:
+        _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+    assert str(info.value) == f"Bad: template 't.ptx.j2' line 3: {message}"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("// {{ n | f31 }}", "No filter named 'f31'."),
+    ("// {{ n is nosuchtest }}", "No test named 'nosuchtest'."),
+    ("{% if %}", "Expected an expression, got 'end of statement block'"),
+])
+def test_error_in_an_included_template_names_it_as_a_render_error_does(tmp_path, line,
+                                                                      message):
+    """A definition error in an included file names the spec's template and the file
+    and line it reaches, as a render error names them."""
+    (tmp_path / "t.ptx.j2").write_text('.entry {{ entry }}\n{% include "inc.ptx.j2" %}\n')
+    (tmp_path / "inc.ptx.j2").write_text(f"// one\n{line}\n")
+    with pytest.raises(SpecDefinitionError) as info:
+        _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+    assert str(info.value) == (
+        f"Bad: template 't.ptx.j2' ('inc.ptx.j2' line 2, reached from it): {message}")
+
+
+def test_unknown_test_in_an_if_names_the_file_at_render(tmp_path):
+    """Jinja leaves an unknown test inside {% if %} to run time; the render error names
+    the included file and its line."""
+    from specdsl import render
+    from specdsl.errors import RenderError
+
+    (tmp_path / "t.ptx.j2").write_text('{% include "header.ptx.j2" %}\n'
+                                       '{% include "inc.ptx.j2" %}\n'
+                                       '.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
+    (tmp_path / "inc.ptx.j2").write_text("// n\n{% if n is nosuchtest %}//{% endif %}\n")
+    cls = _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+    with pytest.raises(RenderError) as info:
+        render(cls())
+    assert str(info.value) == ("Bad(n=1): template 't.ptx.j2' ('inc.ptx.j2' line 2, reached "
+                               "from it): No test named 'nosuchtest' found.")
+
+
 def test_reserved_field_name_refused():
     """'target' and 'entry' are context names, not fields."""
     with pytest.raises(SpecDefinitionError, match=r"Bad\.target: the name is reserved"):

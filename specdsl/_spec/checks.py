@@ -16,6 +16,7 @@ from .._templating.environment import (
     TemplateFacts,
     template_facts,
     template_loader,
+    template_place,
 )
 from ..errors import SpecDefinitionError, UnreadFieldWarning
 
@@ -30,7 +31,10 @@ def read_facts(owner: str, env: jinja2.Environment, template: str) -> TemplateFa
     """The facts of ``template`` (:func:`~specdsl._templating.environment.template_facts`).
 
     Raises:
-        SpecDefinitionError: the template, or one it reaches, is missing or does not parse.
+        SpecDefinitionError: the template, or one it reaches, is missing, does not parse
+            or uses a filter or test that does not exist; the message names the file and
+            line (an included file's as a render error does: ``template 'main.ptx.j2'
+            ('inc.ptx.j2' line 2, reached from it)``).
     """
     try:
         return template_facts(env, template)
@@ -44,7 +48,7 @@ def read_facts(owner: str, env: jinja2.Environment, template: str) -> TemplateFa
             hint = (" (a PTX vector operand '{%r1, ...}' opens a Jinja tag: "
                     "write it with a space, '{ %r1, ... }')")
         raise SpecDefinitionError(
-            f"{owner}: template {exc.name or template!r} line {exc.lineno}: "
+            f"{owner}: {template_place(template, exc.name, exc.lineno)}: "
             f"{exc.message}{hint}") from None
 
 

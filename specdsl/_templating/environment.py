@@ -28,7 +28,8 @@ from . import immediates
 from .immediates import is_ptx_text
 
 __all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
-           "template_facts", "template_path", "template_location", "CONTEXT_NAMES"]
+           "template_facts", "template_path", "template_location", "template_place",
+           "CONTEXT_NAMES"]
 
 #: Names every template may read besides the spec's baked fields.
 CONTEXT_NAMES = frozenset({"target", "entry"})
@@ -191,13 +192,19 @@ def _file_facts(env: jinja2.Environment, name: str
                 ) -> tuple[str, frozenset[str], tuple[str | None, ...]]:
     # One template file's (source digest, undeclared names, referenced templates). Files
     # are pinned per environment, so this is computed once however many specs share them.
-    source, _, _ = template_loader(env).get_source(env, name)
+    source, filename, _ = template_loader(env).get_source(env, name)
     digest = hashlib.sha256(source.encode()).hexdigest()
     cached = templatecache.load_facts(digest)
     if cached is not None:
         return (digest, *cached)
-    tree = env.parse(source, name)
-    names = frozenset(meta.find_undeclared_variables(tree))
+    tree = env.parse(source, name, filename)
+    try:
+        names = frozenset(meta.find_undeclared_variables(tree))
+    except jinja2.TemplateAssertionError as exc:
+        # meta compiles the tree under the name "<introspection>": an unknown filter or
+        # test found there would name no file. Give it this template's name and file.
+        raise jinja2.TemplateAssertionError(exc.message or str(exc), exc.lineno, name,
+                                            filename) from None
     refs = tuple(meta.find_referenced_templates(tree))
     templatecache.store_facts(digest, names, refs)
     return digest, names, refs
@@ -211,7 +218,9 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
 
     Raises:
         jinja2.TemplateNotFound: ``name`` or a template it references does not exist.
-        jinja2.TemplateSyntaxError: a template does not parse.
+        jinja2.TemplateSyntaxError: a template does not parse, or uses a filter or test
+            the environment lacks outside an ``{% if %}`` (a ``TemplateAssertionError``);
+            its ``name`` and ``lineno`` are the file's own, an included one's too.
     """
     names: set[str] = set()
     sources: dict[str, str] = {}
@@ -261,6 +270,17 @@ def template_location(env: jinja2.Environment, exc: BaseException) -> tuple[str,
             found = (name, tb.tb_lineno)
         tb = tb.tb_next
     return found
+
+
+def template_place(template: str, name: str | None, line: int | None) -> str:
+    """Where in a spec's ``template`` an error is, as messages say it: ``template
+    'vec.ptx.j2' line 4``, or in a file it reaches, ``template 'vec.ptx.j2' ('inc.ptx.j2'
+    line 2, reached from it)``; without a ``line``, ``template 'vec.ptx.j2'``."""
+    if not line:
+        return f"template {template!r}"
+    if name is None or name == template:
+        return f"template {template!r} line {line}"
+    return f"template {template!r} ({name!r} line {line}, reached from it)"
 
 
 def template_path(env: jinja2.Environment, name: str) -> str:
