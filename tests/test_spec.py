@@ -61,8 +61,8 @@ def test_literal_keeps_one_and_true_apart():
     ("dtype", "f12", "Toy.dtype must be a DType"),
     ("limit", "3", "Toy.limit must be an int (got '3', a str)"),
     ("mode", "slow", "Toy.mode must be one of 'fast', 'exact', 1, True (got 'slow'"),
-    ("dims", {1: 2}, "Toy.dims must be a tuple of"),
-    ("dims", (1, 2.5), "Toy.dims[] must be an int (got 2.5, a float)"),
+    ("dims", {1: 2}, "Toy.dims must be a tuple of int (got {1: 2}, a dict)"),
+    ("dims", (1, 2.5), "Toy.dims[1] must be an int (got 2.5, a float)"),
     ("block", [128], "Toy.block must be an int (got [128], a list)"),
 ])
 def test_refused_values(field, value, expected):
@@ -70,6 +70,29 @@ def test_refused_values(field, value, expected):
     with pytest.raises(SpecError) as info:
         Toy(**{field: value})
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("values, expected", [
+    ({"dims": (1, "x")}, "Bad.dims[1] must be an int (got 'x', a str)"),
+    ({"dims": {1, 2}}, "Bad.dims must be a tuple of int (got {1, 2}, a set)"),
+    ({"dims": "12"}, "Bad.dims must be a tuple of int (got '12', a str)"),
+    ({"rows": ((1,), (2, "y"))}, "Bad.rows[1][1] must be an int (got 'y', a str)"),
+    ({"rows": (3.5,)}, "Bad.rows[0] must be a tuple of int (got 3.5, a float)"),
+    ({"pair": (1, "a")}, "Bad.pair[1] must be a float (got 'a', a str)"),
+    ({"pair": (1,)}, "Bad.pair must be a tuple of 2 items (int, float) (got (1,), a tuple)"),
+    ({"pair": 3.0}, "Bad.pair must be a tuple (int, float) (got 3.0, a float)"),
+])
+def test_tuple_errors_name_the_item_and_the_expected_items(tmp_path, values, expected):
+    """A refused tuple item is named by its index (nested ones by each index); a value
+    that is no tuple is told the item types plainly."""
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ dims }} {{ rows }} {{ pair }}\n")
+    cls = _define("t.ptx.j2", {"dims": (tuple[int, ...], baked((1, 2))),
+                               "rows": (tuple[tuple[int, ...], ...], baked(((1,),))),
+                               "pair": (tuple[int, float], baked((1, 2.0)))},
+                  template_dir=tmp_path)
+    with pytest.raises(SpecError) as info:
+        cls(**values)
+    assert type(info.value) is SpecError and str(info.value) == expected
 
 
 def test_spec_error_is_value_error():
@@ -583,7 +606,7 @@ def test_baked_str_must_be_one_printable_ascii_line(tmp_path, text):
 def test_str_members_of_a_baked_tuple_are_checked(tmp_path):
     """Each str inside a baked tuple obeys the same rule, named by its position."""
     Label = _labelled(tmp_path)
-    with pytest.raises(SpecError, match=r"Label.tags\[\] must be one line of printable ASCII"):
+    with pytest.raises(SpecError, match=r"Label.tags\[1\] must be one line of printable ASCII"):
         Label(tags=("ok", "two\nlines"))
     assert Label(tags=["a", "b c"]).tags == ("a", "b c")
 

@@ -202,11 +202,38 @@ _ENUM_FORMS: dict[int, tuple[enum.Enum, tuple[Any, ...]]] = {}
 
 
 def _describe(tp: Any) -> str:
+    """A field type as messages say it: ``int``, ``tuple of int``, ``tuple (int, float)``,
+    ``DType ('f32', ...)`` (an enum with its values)."""
     if isinstance(tp, type):
         if issubclass(tp, enum.Enum):
             return f"{tp.__name__} ({', '.join(repr(m.value) for m in tp)})"
         return tp.__name__
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is tuple and args:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"tuple of {_describe(args[0])}"
+        return f"tuple ({', '.join(map(_describe, args))})"
     return str(tp).replace("typing.", "")
+
+
+def _items_of(owner: str, name: str, tp: Any, allow_nonfinite: bool,
+              ptx_text: bool) -> Callable[[Any], tuple[Any, ...]]:
+    """The coercer of a ``tuple[tp, ...]`` field's items (a tuple or list of them).
+
+    One item coercer serves every index; on a refusal the refused item is coerced again
+    by a coercer labelled with its index, so the error names it (``K.dims[1]``) while
+    the good path builds nothing per item.
+    """
+    item = make_coercer(owner, f"{name}[]", tp, allow_nonfinite, ptx_text)
+
+    def items(v: Any) -> tuple[Any, ...]:
+        try:
+            return tuple(map(item, v))
+        except SpecError:
+            for index, x in enumerate(v):
+                make_coercer(owner, f"{name}[{index}]", tp, allow_nonfinite, ptx_text)(x)
+            raise  # no item refused a second time: the first refusal stands
+    return items
 
 
 Coercer = Callable[[Any], Any]
@@ -254,7 +281,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
 
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite, ptx_text)
+            item = _items_of(owner, name, args[0], allow_nonfinite, ptx_text)
             arity = None
         else:
             items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite, ptx_text)
@@ -263,11 +290,11 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
 
         def tuple_(v: Any) -> tuple[Any, ...]:
             if not isinstance(v, (tuple, list)):
-                raise fail(v, f"a tuple of {_describe(tp)}")
+                raise fail(v, f"a {_describe(tp)}")
             if arity is None:
-                return tuple(item(x) for x in v)
+                return item(v)
             if len(v) != arity:
-                raise fail(v, f"a tuple of {arity} items")
+                raise fail(v, f"a tuple of {arity} items ({', '.join(map(_describe, args))})")
             return tuple(c(x) for c, x in zip(items, v, strict=True))
         return tuple_
 
