@@ -57,7 +57,7 @@ def test_literal_keeps_one_and_true_apart():
     ("scale", float("inf"), "Toy.scale must be a finite float"),
     ("scale", "1.0", "Toy.scale must be a float (got '1.0', a str)"),
     ("scale", True, "Toy.scale must be a float (got True, a bool)"),
-    ("flag", 1, "Toy.flag must be a bool (True or False) (got 1, a int)"),
+    ("flag", 1, "Toy.flag must be a bool (True or False) (got 1, an int)"),
     ("dtype", "f12", "Toy.dtype must be a DType"),
     ("limit", "3", "Toy.limit must be an int (got '3', a str)"),
     ("mode", "slow", "Toy.mode must be one of 'fast', 'exact', 1, True (got 'slow'"),
@@ -77,10 +77,10 @@ def test_refused_values(field, value, expected):
     ({"dims": {1, 2}}, "Bad.dims must be a tuple of int (got {1, 2}, a set)"),
     ({"dims": "12"}, "Bad.dims must be a tuple of int (got '12', a str)"),
     ({"rows": ((1,), (2, "y"))}, "Bad.rows[1][1] must be an int (got 'y', a str)"),
-    ({"rows": (3.5,)}, "Bad.rows[0] must be a tuple of int (got 3.5, a float)"),
+    ({"rows": (3,)}, "Bad.rows[0] must be a tuple of int (got 3, an int)"),
     ({"pair": (1, "a")}, "Bad.pair[1] must be a float (got 'a', a str)"),
     ({"pair": (1,)}, "Bad.pair must be a tuple of 2 items (int, float) (got (1,), a tuple)"),
-    ({"pair": 3.0}, "Bad.pair must be a tuple (int, float) (got 3.0, a float)"),
+    ({"pair": 3}, "Bad.pair must be a tuple (int, float) (got 3, an int)"),
 ])
 def test_tuple_errors_name_the_item_and_the_expected_items(tmp_path, values, expected):
     """A refused tuple item is named by its index (nested ones by each index); a value
@@ -93,6 +93,45 @@ def test_tuple_errors_name_the_item_and_the_expected_items(tmp_path, values, exp
     with pytest.raises(SpecError) as info:
         cls(**values)
     assert type(info.value) is SpecError and str(info.value) == expected
+
+
+def test_refused_values_take_the_article_their_type_name_is_read_with():
+    """'(got 5, an int)', 'an object', 'a str': the article follows the type's name."""
+    from specdsl.kernels import RMSNorm
+
+    dtypes = "DType ('f32', 'f16', 'bf16', 'f8e4m3', 'f8e5m2', 'f64', 'i32', 'u32', 'i8', " \
+             "'u8', 'i64', 'u64')"
+    for value, got in [(5, "5, an int"), ("x", "'x', a str"), (2.5, "2.5, a float")]:
+        with pytest.raises(SpecError) as info:
+            RMSNorm(hidden=4096, dtype=value)
+        assert type(info.value) is SpecError
+        assert str(info.value) == f"RMSNorm.dtype must be a {dtypes} (got {got})"
+    with pytest.raises(SpecError) as info:
+        RMSNorm(hidden=object())
+    assert re.fullmatch(r"RMSNorm\.hidden must be an int \(got <object object at 0x\w+>, an "
+                        r"object\)", str(info.value))
+
+
+def test_ndarray_value_takes_an():
+    """A NumPy array given for an int field: '(got array([8]), an ndarray)'."""
+    np = pytest.importorskip("numpy")
+    with pytest.raises(SpecError) as info:
+        Toy(n=np.array([8]))
+    assert str(info.value) == "Toy.n must be an int (got array([8]), an ndarray)"
+
+
+def test_enum_field_named_with_a_vowel_takes_an(tmp_path):
+    """An enum type read with a vowel sound: 'must be an Order (...)'."""
+    import enum
+
+    class Order(enum.Enum):
+        ROW = "row"
+
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ order }}\n")
+    cls = _define("t.ptx.j2", {"order": (Order, baked(Order.ROW))}, template_dir=tmp_path)
+    with pytest.raises(SpecError) as info:
+        cls(order=1)
+    assert str(info.value) == "Bad.order must be an Order ('row') (got 1, an int)"
 
 
 def test_spec_error_is_value_error():

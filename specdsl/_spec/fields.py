@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 
 import attrs
 
+from .._base.wording import with_article
 from .._templating.immediates import is_ptx_text
 from ..errors import SpecError
 
@@ -257,7 +258,8 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
     label = f"{owner}.{name}"
 
     def fail(value: Any, expected: str) -> SpecError:
-        return SpecError(f"{label} must be {expected} (got {value!r}, a {type(value).__name__})")
+        return SpecError(f"{label} must be {expected} (got {value!r}, "
+                         f"{with_article(type(value).__name__)})")
 
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -290,7 +292,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
 
         def tuple_(v: Any) -> tuple[Any, ...]:
             if not isinstance(v, (tuple, list)):
-                raise fail(v, f"a {_describe(tp)}")
+                raise fail(v, with_article(_describe(tp)))
             if arity is None:
                 return item(v)
             if len(v) != arity:
@@ -352,7 +354,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
                     reason = f": {exc}"
                 except (ValueError, TypeError):
                     pass
-            raise SpecError(f"{fail(v, f'a {_describe(tp)}')}{reason}")
+            raise SpecError(f"{fail(v, with_article(_describe(tp)))}{reason}")
         return enum_
 
     raise TypeError(f"{label}: unsupported field type {tp!r} (use int, float, bool, str, "
