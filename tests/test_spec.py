@@ -366,11 +366,11 @@ def test_unread_baked_field_warns(tmp_path):
 
 # -- validators: every way of saying "no" refuses -----------------------------------------
 
-def _scaled(validator=None, converter=None, **extra):
+def _scaled(validator=None, converter=None, default=1.0, **extra):
     """A spec over the legacy template whose 'scale' field takes ``validator``/``converter``."""
     return _define("legacy.ptx.j2", {
         "n": (int, baked(1)),
-        "scale": (float, baked(1.0, validator=validator, converter=converter)),
+        "scale": (float, baked(default, validator=validator, converter=converter)),
         **extra,
     })
 
@@ -445,7 +445,7 @@ def test_ambiguous_validator_return_refused(verdict):
     ambiguous, never read as a pass or a fail."""
     with pytest.raises(SpecError, match=re.escape(f"returned {verdict!r}; a validator accepts "
                                                   "by returning None or True")):
-        _scaled(validator=lambda v: verdict)(scale=2.0)
+        _scaled(validator=lambda v: verdict if v == 2.0 else None)(scale=2.0)
 
 
 def test_validator_returning_none_or_true_accepts():
@@ -478,7 +478,9 @@ def test_converter_taking_field_gets_the_attribute():
         seen.append(field.name)
         return value
 
-    assert _scaled(converter=attrs.Converter(record, takes_field=True))(scale=2).scale == 2.0
+    cls = _scaled(converter=attrs.Converter(record, takes_field=True))
+    seen.clear()  # the definition checked the default through it
+    assert cls(scale=2).scale == 2.0
     assert seen == ["scale"]
 
 
@@ -495,9 +497,10 @@ def test_converter_taking_self_and_field():
 def test_list_of_converters_runs_in_order():
     """A list of converters runs left to right, as attrs.converters.pipe does; the result
     is then coerced to the field's type."""
-    cls = _scaled(converter=[str.strip, float, abs])
+    cls = _scaled(converter=[str.strip, float, abs], default="1.0")
     assert cls(scale=" -2.5 ").scale == 2.5
-    assert _scaled(converter=attrs.converters.pipe(str.strip, float))(scale=" 3 ").scale == 3.0
+    assert _scaled(converter=attrs.converters.pipe(str.strip, float),
+                   default="1")(scale=" 3 ").scale == 3.0
 
 
 @needs_converter

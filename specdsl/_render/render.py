@@ -76,7 +76,7 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
         raise RenderError(f"{spec!r}: template {info.template!r} renders the control character "
                           f"{bad.group()!r} on PTX line {line}; PTX source is printable ASCII "
                           "lines (a NUL would end the text nvJitLink compiles)")
-    if f".entry {info.entry}" not in text:
+    if not re.search(rf"\.entry\s+{re.escape(info.entry)}(?![\w$])", text):  # not .entry kk
         raise RenderError(f"{spec!r}: template {info.template!r} defines no '.entry {info.entry}'")
     if not (_VERSION.search(text) and _TARGET.search(text)):
         raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "

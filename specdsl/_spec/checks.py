@@ -1,14 +1,17 @@
-"""The checks a spec class passes against its template when it is defined.
+"""The checks a spec class passes when it is defined: against its template, and its defaults.
 
 :func:`~specdsl._spec.decorator.kernel_spec` reads the template's facts here (a template
 that is missing or does not parse is a :class:`SpecDefinitionError`), then checks the
-names the templates read and warns of baked fields none of them reads.
+names the templates read and the ``.entry`` they declare, warns of baked fields none of
+them reads, and refuses a default its own field refuses.
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
+import attrs
 import jinja2
 
 from .._templating.environment import (
@@ -18,9 +21,11 @@ from .._templating.environment import (
     template_loader,
     template_place,
 )
-from ..errors import SpecDefinitionError, UnreadFieldWarning
+from ..errors import SpecDefinitionError, SpecError, UnreadFieldWarning
+from .fields import is_factory
 
-__all__ = ["read_facts", "check_names", "warn_unread", "LAUNCH_NOT_IN_PTX"]
+__all__ = ["read_facts", "check_names", "check_entry", "warn_unread", "check_defaults",
+           "LAUNCH_NOT_IN_PTX"]
 
 #: Why a template may not read a launch field, and what to do.
 LAUNCH_NOT_IN_PTX = ("launch fields never reach the PTX (make it baked(...) if the PTX "
@@ -81,3 +86,82 @@ def warn_unread(owner: str, template: str, facts: TemplateFacts,
             f"{', '.join(unread)}: each value compiles identical PTX under its own key "
             "(make them launch(...) fields, or read them in the template)"),
             stacklevel=stacklevel + 1)
+
+
+def check_entry(owner: str, template: str, entry: str, facts: TemplateFacts) -> None:
+    """Refuse a template whose ``.entry`` declarations all name, in literal text, another
+    kernel than the spec's ``entry`` (a render would find no ``.entry <entry>``).
+
+    Read from the sources, without rendering (:func:`~specdsl._templating.environment.
+    declared_entries`): a declaration whose name an expression makes (``.entry
+    {{ entry }}``), a dynamic include, or templates without any declaration leave the
+    check to render time.
+    """
+    names = [name for _, name in facts.entries]
+    if facts.dynamic or not names or None in names or entry in names:
+        return
+    files = sorted({file for file, _ in facts.entries})
+    where = (f"template {template!r}" if files == [template] else
+             f"template {' and '.join(map(repr, files))} (reached from {template!r})")
+    declared = " and ".join(f"'.entry {name}'" for name in dict.fromkeys(names))
+    raise SpecDefinitionError(
+        f"{owner}: {where} declares {declared}, but the spec's entry is {entry!r}: write "
+        f"'.entry {{{{ entry }}}}' in the template, or entry={names[0]!r}")
+
+
+#: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
+_CONVERTER: type | None = getattr(attrs, "Converter", None)
+
+
+def check_defaults(cls: type) -> None:
+    """Refuse a default that its own field refuses (its type, converter or validators),
+    which every request leaving the field out would otherwise meet.
+
+    Each default goes through its field's converter, then its validators, as in a
+    request: on a stand-in request that holds the defaults (a validator comparing
+    defaults sees them). What cannot be judged without a request is left to requests:
+    a factory default, and a converter or validator that reads a field without a default
+    (an ``AttributeError`` here).
+
+    Raises:
+        SpecDefinitionError: naming the field, the default and what was expected.
+    """
+    stand_in: Any = object.__new__(cls)  # frozen: set fields as attrs' __init__ does
+    checked = []
+    for field in attrs.fields(cls):
+        if field.default is attrs.NOTHING or is_factory(field.default):
+            continue
+        try:
+            value = _convert(field, field.default, stand_in)
+        except AttributeError:  # reads a field without a default: only a request can tell
+            continue
+        except SpecError as exc:
+            raise _refused(cls, field, exc) from None
+        object.__setattr__(stand_in, field.name, value)
+        checked.append((field, value))
+    for field, value in checked:  # validators run once every value is set, as in __init__
+        try:
+            if field.validator is not None:
+                field.validator(stand_in, field, value)
+        except AttributeError:
+            continue
+        except SpecError as exc:
+            raise _refused(cls, field, exc) from None
+
+
+def _refused(cls: type, field: attrs.Attribute[Any], exc: SpecError) -> SpecDefinitionError:
+    return SpecDefinitionError(f"{cls.__qualname__}.{field.name}: the default "
+                               f"{field.default!r} is refused: {exc}")
+
+
+def _convert(field: attrs.Attribute[Any], value: Any, instance: Any) -> Any:
+    """``value`` through ``field``'s converter, as attrs' ``__init__`` calls it."""
+    converter: Any = field.converter
+    if converter is None:
+        return value
+    if _CONVERTER is None or not isinstance(converter, _CONVERTER):
+        return converter(value)
+    wrapped: Any = converter  # an attrs.Converter: given the instance and field it asks for
+    extra = ([instance] if wrapped.takes_self else []) + (
+        [field] if wrapped.takes_field else [])
+    return wrapped.converter(value, *extra)

@@ -19,7 +19,14 @@ import jinja2
 from .._templating.environment import CONTEXT_NAMES, TemplateFacts, environment
 from ..errors import NotASpecError, SpecArgumentError, SpecDefinitionError, SpecError
 from .arrays import ArrayDeclarations, parse_arrays
-from .checks import LAUNCH_NOT_IN_PTX, check_names, read_facts, warn_unread
+from .checks import (
+    LAUNCH_NOT_IN_PTX,
+    check_defaults,
+    check_entry,
+    check_names,
+    read_facts,
+    warn_unread,
+)
 from .fields import (
     BAKED,
     LAUNCH,
@@ -102,8 +109,11 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         SpecDefinitionError: at class definition, naming the class, template and
             variable: a class already made by ``@attrs.define``/``@attrs.frozen`` or
             ``@dataclass``, a field without a role or with an unsupported type, a reserved
-            field name, a missing template, a template that reads a launch field or a
-            name that is neither a baked field nor ``target``/``entry``, or an ``arrays``
+            field name, a default its own field refuses (its type, converter or
+            validator), a missing template, a template that does not parse, reads a
+            launch field or a name that is neither a baked field nor
+            ``target``/``entry``, or whose ``.entry`` declarations all name another
+            kernel in literal text (:mod:`specdsl._spec.checks`), or an ``arrays``
             declaration that does not parse or names what it may not
             (:mod:`specdsl._spec.arrays`).
 
@@ -131,6 +141,8 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         env = environment(search_path)
         facts = read_facts(name, env, template)
         check_names(name, template, facts, baked_names, launch_names)
+        check_entry(name, template, entry, facts)
+        check_defaults(built)
         warn_unread(name, template, facts, baked_names, stacklevel=2)
         info = SpecInfo(
             cls_name=f"{cls.__module__}.{name}", template=template, entry=entry,

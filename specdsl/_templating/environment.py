@@ -29,6 +29,7 @@ from .immediates import is_ptx_text
 
 __all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
            "template_facts", "template_path", "template_location", "template_place",
+           "declared_entries",
            "CONTEXT_NAMES"]
 
 #: Names every template may read besides the spec's baked fields.
@@ -174,6 +175,9 @@ class TemplateFacts:
         digest: one sha256 over ``sources``.
         readers: ``(name, templates that read it)`` for each name in ``names``, sorted:
             which file to blame for a name it may not read.
+        entries: ``(template, name)`` for each ``.entry`` declaration in the templates'
+            text, sorted: ``name`` is the literal PTX name (``.entry scale(``), or ``None``
+            where an expression makes it (``.entry {{ entry }}``). See :func:`declared_entries`.
     """
 
     names: frozenset[str]
@@ -181,6 +185,7 @@ class TemplateFacts:
     dynamic: bool
     digest: str
     readers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    entries: tuple[tuple[str, str | None], ...] = ()
 
     def read_by(self, name: str) -> tuple[str, ...]:
         """The templates (names, as included) that read ``name``, in sorted order."""
@@ -208,6 +213,30 @@ def _file_facts(env: jinja2.Environment, name: str
     refs = tuple(meta.find_referenced_templates(tree))
     templatecache.store_facts(digest, names, refs)
     return digest, names, refs
+
+
+# ".entry", the name after it (a PTX identifier) and the character after that.
+_ENTRY = re.compile(r"(?<![\w$.])\.entry(?![\w$])[ \t]*"
+                    r"(?P<name>[A-Za-z_$%][\w$]*)?(?P<next>[\s\S]?)")
+_JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
+
+
+def declared_entries(source: str) -> tuple[str | None, ...]:
+    """The ``.entry`` declarations in a template's source, read as text, without rendering.
+
+    Each is the literal PTX name (``.entry scale(`` gives ``"scale"``) or ``None`` where
+    the name is not all literal text (``.entry {{ entry }}``, ``.entry k_{{ n }}``).
+    Declarations in Jinja comments and after a PTX ``//`` on their line are left out.
+    """
+    found: list[str | None] = []
+    text = _JINJA_COMMENT.sub("", source)
+    for match in _ENTRY.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if "//" in text[line_start:match.start()]:
+            continue
+        literal = match["name"] and match["next"] != "{"  # "{{"/"{%": the name goes on
+        found.append(match["name"] if literal else None)
+    return tuple(found)
 
 
 def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
@@ -251,7 +280,15 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
     for item_name, item_digest in ordered:
         digest.update(f"{len(item_name)}:{item_name}={item_digest};".encode())
     return TemplateFacts(frozenset(names), ordered, dynamic, digest.hexdigest(),
-                         tuple(sorted((n, tuple(sorted(readers[n]))) for n in names)))
+                         tuple(sorted((n, tuple(sorted(readers[n]))) for n in names)),
+                         _entries(env, [n for n, _ in ordered]))
+
+
+def _entries(env: jinja2.Environment, names: list[str]) -> tuple[tuple[str, str | None], ...]:
+    """``(template, entry name or None)`` of each ``.entry`` in the named templates."""
+    loader = template_loader(env)
+    return tuple((name, entry) for name in names
+                 for entry in declared_entries(loader.get_source(env, name)[0]))
 
 
 def template_location(env: jinja2.Environment, exc: BaseException) -> tuple[str, int] | None:
