@@ -216,6 +216,24 @@ def test_user_module_that_raises_at_import(capsys, module_dir):
     assert line.endswith(f"{name}.py:2)")
 
 
+def test_user_template_with_an_unknown_filter_names_its_file(capsys, module_dir, tmp_path):
+    """specdsl render of a spec whose template uses an unknown filter names the template
+    file and line, not Jinja's '<introspection>'."""
+    (tmp_path / "b.ptx.j2").write_text('{% include "header.ptx.j2" %}\n.visible .entry '
+                                       '{{ entry }}()\n{\n// {{ factor | f31 }}\n}\n')
+    name = module_dir("""
+        from specdsl import baked, kernel_spec
+
+        @kernel_spec(template="b.ptx.j2", entry="b", template_dir=".")
+        class B:
+            factor: float = baked(1.0)
+    """)
+    code, _, err = run(capsys, "render", f"{name}:B")
+    line = assert_one_error_line(err, "specdsl render: error: ")
+    assert code == 2 and (f"cannot import module {name!r}: SpecDefinitionError: B: template "
+                          "'b.ptx.j2' line 4: No filter named 'f31'.") in line
+
+
 def test_user_module_that_exits_at_import(capsys, module_dir):
     """A user module calling sys.exit() at import is an error like any other, exit 2."""
     name = module_dir("import sys\nsys.exit(3)\n")

@@ -43,6 +43,12 @@ def test_sloppy_tuple_words_are_refused(capsys, text):
         f"as 1,2 (got {text!r})")
 
 
+def test_bad_tuple_item_word_names_the_item(capsys):
+    """dims=1,x names the item that is no int, not the tuple as if it were one."""
+    assert error_of(capsys, "render", "userspecs:Toy", "dims=1,x") == (
+        "specdsl render: error: Toy.dims[1] must be an int (got 'x')")
+
+
 def test_underflow_error_suggests_no_refused_value(capsys):
     """eps=1e-50 says it rounds to zero, without suggesting 0.0 (which RMSNorm refuses)."""
     line = error_of(capsys, "render", "rmsnorm", "hidden=4096", "eps=1e-50")

@@ -239,6 +239,7 @@ def test_verify_no_spills_catches_a_spilling_kernel(capsys, user):
 def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monkeypatch):
     """A log with only nvJitLink's own summary (no ptxas lines) shows '?' for the spill
     columns and fails --no-spills on the stack frame, saying so."""
+    from specdsl._base.wording import with_article
     from specdsl._runtime import compile as compile_module
 
     real = compile_module.compile_ptx
@@ -253,7 +254,8 @@ def test_verify_without_spill_figures_counts_the_stack_frame(capsys, user, monke
     code, out, _ = run(capsys, "verify", "userkernels:Spill", "live=64", "--no-spills")
     stores, loads, stack = _rows(out)["userkernels:Spill live=64"][2:5]
     assert code == 1 and (stores, loads) == ("?", "?") and int(stack) > 200
-    assert (f"FAIL userkernels:Spill live=64: spill has a {stack}-byte stack frame per "
+    assert (f"FAIL userkernels:Spill live=64: spill has {with_article(stack + '-byte')} "
+            "stack frame per "
             f"thread, counted as spills: nvJitLink's log gave no spill figures "
             f"(--no-spills)") in out.splitlines()
 

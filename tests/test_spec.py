@@ -57,12 +57,12 @@ def test_literal_keeps_one_and_true_apart():
     ("scale", float("inf"), "Toy.scale must be a finite float"),
     ("scale", "1.0", "Toy.scale must be a float (got '1.0', a str)"),
     ("scale", True, "Toy.scale must be a float (got True, a bool)"),
-    ("flag", 1, "Toy.flag must be a bool (True or False) (got 1, a int)"),
+    ("flag", 1, "Toy.flag must be a bool (True or False) (got 1, an int)"),
     ("dtype", "f12", "Toy.dtype must be a DType"),
     ("limit", "3", "Toy.limit must be an int (got '3', a str)"),
     ("mode", "slow", "Toy.mode must be one of 'fast', 'exact', 1, True (got 'slow'"),
-    ("dims", {1: 2}, "Toy.dims must be a tuple of"),
-    ("dims", (1, 2.5), "Toy.dims[] must be an int (got 2.5, a float)"),
+    ("dims", {1: 2}, "Toy.dims must be a tuple of int (got {1: 2}, a dict)"),
+    ("dims", (1, 2.5), "Toy.dims[1] must be an int (got 2.5, a float)"),
     ("block", [128], "Toy.block must be an int (got [128], a list)"),
 ])
 def test_refused_values(field, value, expected):
@@ -70,6 +70,68 @@ def test_refused_values(field, value, expected):
     with pytest.raises(SpecError) as info:
         Toy(**{field: value})
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize("values, expected", [
+    ({"dims": (1, "x")}, "Bad.dims[1] must be an int (got 'x', a str)"),
+    ({"dims": {1, 2}}, "Bad.dims must be a tuple of int (got {1, 2}, a set)"),
+    ({"dims": "12"}, "Bad.dims must be a tuple of int (got '12', a str)"),
+    ({"rows": ((1,), (2, "y"))}, "Bad.rows[1][1] must be an int (got 'y', a str)"),
+    ({"rows": (3,)}, "Bad.rows[0] must be a tuple of int (got 3, an int)"),
+    ({"pair": (1, "a")}, "Bad.pair[1] must be a float (got 'a', a str)"),
+    ({"pair": (1,)}, "Bad.pair must be a tuple of 2 items (int, float) (got (1,), a tuple)"),
+    ({"pair": 3}, "Bad.pair must be a tuple (int, float) (got 3, an int)"),
+])
+def test_tuple_errors_name_the_item_and_the_expected_items(tmp_path, values, expected):
+    """A refused tuple item is named by its index (nested ones by each index); a value
+    that is no tuple is told the item types plainly."""
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ dims }} {{ rows }} {{ pair }}\n")
+    cls = _define("t.ptx.j2", {"dims": (tuple[int, ...], baked((1, 2))),
+                               "rows": (tuple[tuple[int, ...], ...], baked(((1,),))),
+                               "pair": (tuple[int, float], baked((1, 2.0)))},
+                  template_dir=tmp_path)
+    with pytest.raises(SpecError) as info:
+        cls(**values)
+    assert type(info.value) is SpecError and str(info.value) == expected
+
+
+def test_refused_values_take_the_article_their_type_name_is_read_with():
+    """'(got 5, an int)', 'an object', 'a str': the article follows the type's name."""
+    from specdsl.kernels import RMSNorm
+
+    dtypes = "DType ('f32', 'f16', 'bf16', 'f8e4m3', 'f8e5m2', 'f64', 'i32', 'u32', 'i8', " \
+             "'u8', 'i64', 'u64')"
+    for value, got in [(5, "5, an int"), ("x", "'x', a str"), (2.5, "2.5, a float")]:
+        with pytest.raises(SpecError) as info:
+            RMSNorm(hidden=4096, dtype=value)
+        assert type(info.value) is SpecError
+        assert str(info.value) == f"RMSNorm.dtype must be a {dtypes} (got {got})"
+    with pytest.raises(SpecError) as info:
+        RMSNorm(hidden=object())
+    assert re.fullmatch(r"RMSNorm\.hidden must be an int \(got <object object at 0x\w+>, an "
+                        r"object\)", str(info.value))
+
+
+def test_ndarray_value_takes_an():
+    """A NumPy array given for an int field: '(got array([8]), an ndarray)'."""
+    np = pytest.importorskip("numpy")
+    with pytest.raises(SpecError) as info:
+        Toy(n=np.array([8]))
+    assert str(info.value) == "Toy.n must be an int (got array([8]), an ndarray)"
+
+
+def test_enum_field_named_with_a_vowel_takes_an(tmp_path):
+    """An enum type read with a vowel sound: 'must be an Order (...)'."""
+    import enum
+
+    class Order(enum.Enum):
+        ROW = "row"
+
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ order }}\n")
+    cls = _define("t.ptx.j2", {"order": (Order, baked(Order.ROW))}, template_dir=tmp_path)
+    with pytest.raises(SpecError) as info:
+        cls(order=1)
+    assert str(info.value) == "Bad.order must be an Order ('row') (got 1, an int)"
 
 
 def test_spec_error_is_value_error():
@@ -180,6 +242,53 @@ def test_ptx_vector_brace_hint(tmp_path):
         _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
 
 
+@pytest.mark.parametrize("line, message", [
+    ("// {{ n | f31 }}", "No filter named 'f31'."),
+    ("// {{ n is nosuchtest }}", "No test named 'nosuchtest'."),
+])
+def test_unknown_filter_or_test_names_the_template(tmp_path, line, message):
+    """An unknown filter or test is refused at definition naming the template file and
+    line (Jinja's introspection calls every template '<introspection>')."""
+    (tmp_path / "t.ptx.j2").write_text(f".entry {{{{ entry }}}}\n\n{line}\n")
+    with pytest.raises(SpecDefinitionError) as info:
+        _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+    assert str(info.value) == f"Bad: template 't.ptx.j2' line 3: {message}"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("// {{ n | f31 }}", "No filter named 'f31'."),
+    ("// {{ n is nosuchtest }}", "No test named 'nosuchtest'."),
+    ("{% if %}", "Expected an expression, got 'end of statement block'"),
+])
+def test_error_in_an_included_template_names_it_as_a_render_error_does(tmp_path, line,
+                                                                      message):
+    """A definition error in an included file names the spec's template and the file
+    and line it reaches, as a render error names them."""
+    (tmp_path / "t.ptx.j2").write_text('.entry {{ entry }}\n{% include "inc.ptx.j2" %}\n')
+    (tmp_path / "inc.ptx.j2").write_text(f"// one\n{line}\n")
+    with pytest.raises(SpecDefinitionError) as info:
+        _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+    assert str(info.value) == (
+        f"Bad: template 't.ptx.j2' ('inc.ptx.j2' line 2, reached from it): {message}")
+
+
+def test_unknown_test_in_an_if_names_the_file_at_render(tmp_path):
+    """Jinja leaves an unknown test inside {% if %} to run time; the render error names
+    the included file and its line."""
+    from specdsl import render
+    from specdsl.errors import RenderError
+
+    (tmp_path / "t.ptx.j2").write_text('{% include "header.ptx.j2" %}\n'
+                                       '{% include "inc.ptx.j2" %}\n'
+                                       '.visible .entry {{ entry }}()\n{\n    ret;\n}\n')
+    (tmp_path / "inc.ptx.j2").write_text("// n\n{% if n is nosuchtest %}//{% endif %}\n")
+    cls = _define("t.ptx.j2", {"n": (int, baked(1))}, template_dir=tmp_path)
+    with pytest.raises(RenderError) as info:
+        render(cls())
+    assert str(info.value) == ("Bad(n=1): template 't.ptx.j2' ('inc.ptx.j2' line 2, reached "
+                               "from it): No test named 'nosuchtest' found.")
+
+
 def test_reserved_field_name_refused():
     """'target' and 'entry' are context names, not fields."""
     with pytest.raises(SpecDefinitionError, match=r"Bad\.target: the name is reserved"):
@@ -257,11 +366,11 @@ def test_unread_baked_field_warns(tmp_path):
 
 # -- validators: every way of saying "no" refuses -----------------------------------------
 
-def _scaled(validator=None, converter=None, **extra):
+def _scaled(validator=None, converter=None, default=1.0, **extra):
     """A spec over the legacy template whose 'scale' field takes ``validator``/``converter``."""
     return _define("legacy.ptx.j2", {
         "n": (int, baked(1)),
-        "scale": (float, baked(1.0, validator=validator, converter=converter)),
+        "scale": (float, baked(default, validator=validator, converter=converter)),
         **extra,
     })
 
@@ -336,7 +445,7 @@ def test_ambiguous_validator_return_refused(verdict):
     ambiguous, never read as a pass or a fail."""
     with pytest.raises(SpecError, match=re.escape(f"returned {verdict!r}; a validator accepts "
                                                   "by returning None or True")):
-        _scaled(validator=lambda v: verdict)(scale=2.0)
+        _scaled(validator=lambda v: verdict if v == 2.0 else None)(scale=2.0)
 
 
 def test_validator_returning_none_or_true_accepts():
@@ -369,7 +478,9 @@ def test_converter_taking_field_gets_the_attribute():
         seen.append(field.name)
         return value
 
-    assert _scaled(converter=attrs.Converter(record, takes_field=True))(scale=2).scale == 2.0
+    cls = _scaled(converter=attrs.Converter(record, takes_field=True))
+    seen.clear()  # the definition checked the default through it
+    assert cls(scale=2).scale == 2.0
     assert seen == ["scale"]
 
 
@@ -386,9 +497,10 @@ def test_converter_taking_self_and_field():
 def test_list_of_converters_runs_in_order():
     """A list of converters runs left to right, as attrs.converters.pipe does; the result
     is then coerced to the field's type."""
-    cls = _scaled(converter=[str.strip, float, abs])
+    cls = _scaled(converter=[str.strip, float, abs], default="1.0")
     assert cls(scale=" -2.5 ").scale == 2.5
-    assert _scaled(converter=attrs.converters.pipe(str.strip, float))(scale=" 3 ").scale == 3.0
+    assert _scaled(converter=attrs.converters.pipe(str.strip, float),
+                   default="1")(scale=" 3 ").scale == 3.0
 
 
 @needs_converter
@@ -536,7 +648,7 @@ def test_baked_str_must_be_one_printable_ascii_line(tmp_path, text):
 def test_str_members_of_a_baked_tuple_are_checked(tmp_path):
     """Each str inside a baked tuple obeys the same rule, named by its position."""
     Label = _labelled(tmp_path)
-    with pytest.raises(SpecError, match=r"Label.tags\[\] must be one line of printable ASCII"):
+    with pytest.raises(SpecError, match=r"Label.tags\[1\] must be one line of printable ASCII"):
         Label(tags=("ok", "two\nlines"))
     assert Label(tags=["a", "b c"]).tags == ("a", "b c")
 

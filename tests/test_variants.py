@@ -119,6 +119,18 @@ def test_malformed_variants_are_refused(templates, variants, message):
         spec_variants(cls)
 
 
+def test_variants_item_error_takes_the_article_of_the_class_name(templates):
+    """A class name read with a vowel sound takes 'an': 'an RMSNorm request'."""
+    namespace = {"__annotations__": {"n": int}, "n": baked(1), "variants": [7],
+                 "__module__": __name__}
+    cls = kernel_spec(template="empty.ptx.j2", entry="varied", template_dir=templates)(
+        type("RMSVaried", (), namespace))
+    with pytest.raises(SpecDefinitionError) as info:
+        spec_variants(cls)
+    assert str(info.value) == ("RMSVaried.variants item 0 must be an RMSVaried request or a "
+                               "{field: value} mapping (got 7)")
+
+
 def test_no_default_request_names_the_field(templates):
     """A field without a default and no variants: SpecError naming the field."""
     cls = spec_class(templates, {"hidden": (int, baked())})

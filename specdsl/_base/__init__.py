@@ -1,1 +1,2 @@
-"""Helpers every layer may use: labelled SHA-256 digests and the cache-folder policy."""
+"""Helpers every layer may use: labelled SHA-256 digests, the cache-folder policy and
+the wording of messages."""

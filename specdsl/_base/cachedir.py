@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import Knobs, knobs, parse_folder
 from ..errors import CacheDirError, ConfigError
 from .cachefiles import MAX_ENTRY_BYTES, refusal, warn_once
+from .wording import with_article
 
 __all__ = ["resolve_cache_dir", "prepare_folder", "warn_refused", "warn_unusable", "Writes",
            "ENV_VAR"]
@@ -46,7 +47,7 @@ def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None) -> Path | None:
     text = os.fspath(cache_dir) if isinstance(cache_dir, os.PathLike) else None
     if not isinstance(text, str):
         raise ConfigError(f"cache_dir must be a folder (a str or os.PathLike), \"off\" or "
-                          f"None (got {cache_dir!r}, a {type(cache_dir).__name__})")
+                          f"None (got {cache_dir!r}, {with_article(type(cache_dir).__name__)})")
     return Path(text).expanduser()
 
 

@@ -11,7 +11,7 @@ import jinja2
 from .._base.digest import source_digest
 from .._spec.decorator import LAUNCH_NOT_IN_PTX, spec_info
 from .._spec.target import Target
-from .._templating.environment import template_location
+from .._templating.environment import template_location, template_place
 from ..errors import RenderError, UnsupportedTargetError
 
 __all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
@@ -76,7 +76,7 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
         raise RenderError(f"{spec!r}: template {info.template!r} renders the control character "
                           f"{bad.group()!r} on PTX line {line}; PTX source is printable ASCII "
                           "lines (a NUL would end the text nvJitLink compiles)")
-    if f".entry {info.entry}" not in text:
+    if not re.search(rf"\.entry\s+{re.escape(info.entry)}(?![\w$])", text):  # not .entry kk
         raise RenderError(f"{spec!r}: template {info.template!r} defines no '.entry {info.entry}'")
     if not (_VERSION.search(text) and _TARGET.search(text)):
         raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "
@@ -93,18 +93,15 @@ def _template_error(spec: Any, exc: jinja2.TemplateError) -> RenderError:
     file and line it came from: a launch field read through a dynamic include (which
     the definition-time check cannot see) is called one."""
     info = spec_info(spec)
-    lineno = getattr(exc, "lineno", None)  # syntax errors carry one
-    where = f" line {lineno}" if lineno else ""
-    place = template_location(info.env, exc)
-    if place is not None:
-        name, line = place
-        where = (f" line {line}" if name == info.template else
-                 f" ({name!r} line {line}, reached from it)")
+    # a syntax error names its file and line; another error's are in its traceback
+    place = ((exc.name, exc.lineno) if isinstance(exc, jinja2.TemplateSyntaxError) else
+             template_location(info.env, exc) or (None, None))
+    where = template_place(info.template, *place)
     undefined = _UNDEFINED.fullmatch(str(exc))
     if isinstance(exc, jinja2.UndefinedError) and undefined and undefined[1] in info.launch:
-        return RenderError(f"{spec!r}: template {info.template!r}{where} reads launch field "
+        return RenderError(f"{spec!r}: {where} reads launch field "
                            f"{undefined[1]!r}; {LAUNCH_NOT_IN_PTX}")
-    return RenderError(f"{spec!r}: template {info.template!r}{where}: {exc}")
+    return RenderError(f"{spec!r}: {where}: {exc}")
 
 
 def rendering_digest() -> str:

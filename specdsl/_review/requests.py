@@ -69,8 +69,8 @@ def _parse_value(owner: str, name: str, tp: Any, text: str) -> Any:
         if len(item_types) != len(items):  # never drop or invent an item
             raise SpecError(f"{owner}.{name} must be {len(item_types)} comma-separated "
                             f"values (got {text!r})")
-        return tuple(_parse_value(owner, name, t, s)
-                     for t, s in zip(item_types, items, strict=True))
+        return tuple(_parse_value(owner, f"{name}[{i}]", t, s)  # an error names the item
+                     for i, (t, s) in enumerate(zip(item_types, items, strict=True)))
     if origin is Literal:
         for option in args:
             if text in (format_value(option), str(option)):

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from .._base.wording import with_article
 from .._spec.decorator import spec_info
 from .._spec.fields import is_factory
 from .._spec.values import field_members, unique, value_identity
@@ -132,7 +133,7 @@ def _declared(cls: type, declared: Any) -> list[Values | Any]:
     for index, item in enumerate(declared):
         if not isinstance(item, (cls, Mapping)):
             raise SpecDefinitionError(
-                f"{where} item {index} must be a {cls.__qualname__} request or a "
+                f"{where} item {index} must be {with_article(cls.__qualname__)} request or a "
                 f"{{field: value}} mapping (got {item!r})")
         items.append(item)
         _check_size(cls, len(items))

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from .._base.wording import with_article
 from .._render.keys import derived_key
 from .._render.render import render
 from .._runtime.compile import CompileOptions, compile_ptx
@@ -94,7 +95,8 @@ def verify_request(request: Any, target: Target | str | int, *, no_spills: bool 
             violations.append(f"{item.entry} spills {item.spill_stores} bytes (stores) and "
                               f"{item.spill_loads} bytes (loads) per thread (--no-spills)")
         elif no_spills and item.spills:
-            violations.append(f"{item.entry} has a {item.stack_frame}-byte stack frame per "
+            frame = with_article(f"{item.stack_frame}-byte")  # "an 8-byte", "a 16-byte"
+            violations.append(f"{item.entry} has {frame} stack frame per "
                               f"thread, counted as spills: nvJitLink's log gave no spill "
                               f"figures (--no-spills)")
         if max_registers is not None and item.registers > max_registers:

@@ -9,7 +9,6 @@ import keyword
 import linecache
 import sys
 import typing
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,21 +16,17 @@ from typing import Any, TypeVar
 import attrs
 import jinja2
 
-from .._templating.environment import (
-    CONTEXT_NAMES,
-    TemplateFacts,
-    environment,
-    template_facts,
-    template_loader,
-)
-from ..errors import (
-    NotASpecError,
-    SpecArgumentError,
-    SpecDefinitionError,
-    SpecError,
-    UnreadFieldWarning,
-)
+from .._templating.environment import CONTEXT_NAMES, TemplateFacts, environment
+from ..errors import NotASpecError, SpecArgumentError, SpecDefinitionError, SpecError
 from .arrays import ArrayDeclarations, parse_arrays
+from .checks import (
+    LAUNCH_NOT_IN_PTX,
+    check_defaults,
+    check_entry,
+    check_names,
+    read_facts,
+    warn_unread,
+)
 from .fields import (
     BAKED,
     LAUNCH,
@@ -114,8 +109,11 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         SpecDefinitionError: at class definition, naming the class, template and
             variable: a class already made by ``@attrs.define``/``@attrs.frozen`` or
             ``@dataclass``, a field without a role or with an unsupported type, a reserved
-            field name, a missing template, a template that reads a launch field or a
-            name that is neither a baked field nor ``target``/``entry``, or an ``arrays``
+            field name, a default its own field refuses (its type, converter or
+            validator), a missing template, a template that does not parse, reads a
+            launch field or a name that is neither a baked field nor
+            ``target``/``entry``, or whose ``.entry`` declarations all name another
+            kernel in literal text (:mod:`specdsl._spec.checks`), or an ``arrays``
             declaration that does not parse or names what it may not
             (:mod:`specdsl._spec.arrays`).
 
@@ -141,27 +139,11 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         baked_names = tuple(f.name for f in fields if role_of(f) == BAKED)
         launch_names = tuple(f.name for f in fields if role_of(f) == LAUNCH)
         env = environment(search_path)
-        try:
-            facts = template_facts(env, template)
-        except jinja2.TemplateNotFound as exc:
-            raise SpecDefinitionError(
-                f"{name}: template {exc.name!r} not found (searched: "
-                f"{', '.join(template_loader(env).searchpath)})") from None
-        except jinja2.TemplateSyntaxError as exc:
-            hint = ""
-            if "unknown tag" in (exc.message or ""):
-                hint = (" (a PTX vector operand '{%r1, ...}' opens a Jinja tag: "
-                        "write it with a space, '{ %r1, ... }')")
-            raise SpecDefinitionError(
-                f"{name}: template {exc.name or template!r} line {exc.lineno}: "
-                f"{exc.message}{hint}") from None
-        _check_names(name, template, facts, baked_names, launch_names)
-        unread = [f for f in baked_names if f not in facts.names]
-        if unread and not facts.dynamic:
-            warnings.warn(UnreadFieldWarning(
-                f"{name}: template {template!r} never reads baked field(s) "
-                f"{', '.join(unread)}: each value compiles identical PTX under its own key "
-                "(make them launch(...) fields, or read them in the template)"), stacklevel=2)
+        facts = read_facts(name, env, template)
+        check_names(name, template, facts, baked_names, launch_names)
+        check_entry(name, template, entry, facts)
+        check_defaults(built)
+        warn_unread(name, template, facts, baked_names, stacklevel=2)
         info = SpecInfo(
             cls_name=f"{cls.__module__}.{name}", template=template, entry=entry,
             search_path=search_path, baked=baked_names, launch=launch_names, facts=facts,
@@ -348,27 +330,6 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
 
 #: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
 _CONVERTER: type | None = getattr(attrs, "Converter", None)
-
-
-def _check_names(owner: str, template: str, facts: TemplateFacts,
-                 baked_names: tuple[str, ...], launch_names: tuple[str, ...]) -> None:
-    for variable in sorted(facts.names):
-        readers = facts.read_by(variable) or (template,)
-        where = (f"template {template!r}" if readers == (template,) else
-                 f"template {' and '.join(map(repr, readers))} (reached from {template!r})")
-        if variable in launch_names:
-            raise SpecDefinitionError(
-                f"{owner}: {where} reads launch field {variable!r}; {LAUNCH_NOT_IN_PTX}")
-        if variable not in baked_names and variable not in CONTEXT_NAMES:
-            raise SpecDefinitionError(
-                f"{owner}: {where} reads {variable!r}, which is neither a baked "
-                f"field ({', '.join(baked_names) or 'none'}) nor a context name "
-                f"({', '.join(sorted(CONTEXT_NAMES))})")
-
-
-#: Why a template may not read a launch field, and what to do.
-LAUNCH_NOT_IN_PTX = ("launch fields never reach the PTX (make it baked(...) if the PTX "
-                     "depends on it)")
 
 
 def is_spec(obj: Any) -> bool:

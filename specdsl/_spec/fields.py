@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 
 import attrs
 
+from .._base.wording import with_article
 from .._templating.immediates import is_ptx_text
 from ..errors import SpecError
 
@@ -202,11 +203,38 @@ _ENUM_FORMS: dict[int, tuple[enum.Enum, tuple[Any, ...]]] = {}
 
 
 def _describe(tp: Any) -> str:
+    """A field type as messages say it: ``int``, ``tuple of int``, ``tuple (int, float)``,
+    ``DType ('f32', ...)`` (an enum with its values)."""
     if isinstance(tp, type):
         if issubclass(tp, enum.Enum):
             return f"{tp.__name__} ({', '.join(repr(m.value) for m in tp)})"
         return tp.__name__
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is tuple and args:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"tuple of {_describe(args[0])}"
+        return f"tuple ({', '.join(map(_describe, args))})"
     return str(tp).replace("typing.", "")
+
+
+def _items_of(owner: str, name: str, tp: Any, allow_nonfinite: bool,
+              ptx_text: bool) -> Callable[[Any], tuple[Any, ...]]:
+    """The coercer of a ``tuple[tp, ...]`` field's items (a tuple or list of them).
+
+    One item coercer serves every index; on a refusal the refused item is coerced again
+    by a coercer labelled with its index, so the error names it (``K.dims[1]``) while
+    the good path builds nothing per item.
+    """
+    item = make_coercer(owner, f"{name}[]", tp, allow_nonfinite, ptx_text)
+
+    def items(v: Any) -> tuple[Any, ...]:
+        try:
+            return tuple(map(item, v))
+        except SpecError:
+            for index, x in enumerate(v):
+                make_coercer(owner, f"{name}[{index}]", tp, allow_nonfinite, ptx_text)(x)
+            raise  # no item refused a second time: the first refusal stands
+    return items
 
 
 Coercer = Callable[[Any], Any]
@@ -230,7 +258,8 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
     label = f"{owner}.{name}"
 
     def fail(value: Any, expected: str) -> SpecError:
-        return SpecError(f"{label} must be {expected} (got {value!r}, a {type(value).__name__})")
+        return SpecError(f"{label} must be {expected} (got {value!r}, "
+                         f"{with_article(type(value).__name__)})")
 
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
@@ -254,7 +283,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
 
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            item = make_coercer(owner, f"{name}[]", args[0], allow_nonfinite, ptx_text)
+            item = _items_of(owner, name, args[0], allow_nonfinite, ptx_text)
             arity = None
         else:
             items = [make_coercer(owner, f"{name}[{i}]", a, allow_nonfinite, ptx_text)
@@ -263,11 +292,11 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
 
         def tuple_(v: Any) -> tuple[Any, ...]:
             if not isinstance(v, (tuple, list)):
-                raise fail(v, f"a tuple of {_describe(tp)}")
+                raise fail(v, with_article(_describe(tp)))
             if arity is None:
-                return tuple(item(x) for x in v)
+                return item(v)
             if len(v) != arity:
-                raise fail(v, f"a tuple of {arity} items")
+                raise fail(v, f"a tuple of {arity} items ({', '.join(map(_describe, args))})")
             return tuple(c(x) for c, x in zip(items, v, strict=True))
         return tuple_
 
@@ -325,7 +354,7 @@ def make_coercer(owner: str, name: str, tp: Any, allow_nonfinite: bool,
                     reason = f": {exc}"
                 except (ValueError, TypeError):
                     pass
-            raise SpecError(f"{fail(v, f'a {_describe(tp)}')}{reason}")
+            raise SpecError(f"{fail(v, with_article(_describe(tp)))}{reason}")
         return enum_
 
     raise TypeError(f"{label}: unsupported field type {tp!r} (use int, float, bool, str, "

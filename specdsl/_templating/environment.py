@@ -28,7 +28,9 @@ from . import immediates
 from .immediates import is_ptx_text
 
 __all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
-           "template_facts", "template_path", "template_location", "CONTEXT_NAMES"]
+           "template_facts", "template_path", "template_location", "template_place",
+           "declared_entries",
+           "CONTEXT_NAMES"]
 
 #: Names every template may read besides the spec's baked fields.
 CONTEXT_NAMES = frozenset({"target", "entry"})
@@ -173,6 +175,9 @@ class TemplateFacts:
         digest: one sha256 over ``sources``.
         readers: ``(name, templates that read it)`` for each name in ``names``, sorted:
             which file to blame for a name it may not read.
+        entries: ``(template, name)`` for each ``.entry`` declaration in the templates'
+            text, sorted: ``name`` is the literal PTX name (``.entry scale(``), or ``None``
+            where an expression makes it (``.entry {{ entry }}``). See :func:`declared_entries`.
     """
 
     names: frozenset[str]
@@ -180,6 +185,7 @@ class TemplateFacts:
     dynamic: bool
     digest: str
     readers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    entries: tuple[tuple[str, str | None], ...] = ()
 
     def read_by(self, name: str) -> tuple[str, ...]:
         """The templates (names, as included) that read ``name``, in sorted order."""
@@ -191,16 +197,46 @@ def _file_facts(env: jinja2.Environment, name: str
                 ) -> tuple[str, frozenset[str], tuple[str | None, ...]]:
     # One template file's (source digest, undeclared names, referenced templates). Files
     # are pinned per environment, so this is computed once however many specs share them.
-    source, _, _ = template_loader(env).get_source(env, name)
+    source, filename, _ = template_loader(env).get_source(env, name)
     digest = hashlib.sha256(source.encode()).hexdigest()
     cached = templatecache.load_facts(digest)
     if cached is not None:
         return (digest, *cached)
-    tree = env.parse(source, name)
-    names = frozenset(meta.find_undeclared_variables(tree))
+    tree = env.parse(source, name, filename)
+    try:
+        names = frozenset(meta.find_undeclared_variables(tree))
+    except jinja2.TemplateAssertionError as exc:
+        # meta compiles the tree under the name "<introspection>": an unknown filter or
+        # test found there would name no file. Give it this template's name and file.
+        raise jinja2.TemplateAssertionError(exc.message or str(exc), exc.lineno, name,
+                                            filename) from None
     refs = tuple(meta.find_referenced_templates(tree))
     templatecache.store_facts(digest, names, refs)
     return digest, names, refs
+
+
+# ".entry", the name after it (a PTX identifier) and the character after that.
+_ENTRY = re.compile(r"(?<![\w$.])\.entry(?![\w$])[ \t]*"
+                    r"(?P<name>[A-Za-z_$%][\w$]*)?(?P<next>[\s\S]?)")
+_JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
+
+
+def declared_entries(source: str) -> tuple[str | None, ...]:
+    """The ``.entry`` declarations in a template's source, read as text, without rendering.
+
+    Each is the literal PTX name (``.entry scale(`` gives ``"scale"``) or ``None`` where
+    the name is not all literal text (``.entry {{ entry }}``, ``.entry k_{{ n }}``).
+    Declarations in Jinja comments and after a PTX ``//`` on their line are left out.
+    """
+    found: list[str | None] = []
+    text = _JINJA_COMMENT.sub("", source)
+    for match in _ENTRY.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if "//" in text[line_start:match.start()]:
+            continue
+        literal = match["name"] and match["next"] != "{"  # "{{"/"{%": the name goes on
+        found.append(match["name"] if literal else None)
+    return tuple(found)
 
 
 def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
@@ -211,7 +247,9 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
 
     Raises:
         jinja2.TemplateNotFound: ``name`` or a template it references does not exist.
-        jinja2.TemplateSyntaxError: a template does not parse.
+        jinja2.TemplateSyntaxError: a template does not parse, or uses a filter or test
+            the environment lacks outside an ``{% if %}`` (a ``TemplateAssertionError``);
+            its ``name`` and ``lineno`` are the file's own, an included one's too.
     """
     names: set[str] = set()
     sources: dict[str, str] = {}
@@ -242,7 +280,15 @@ def template_facts(env: jinja2.Environment, name: str) -> TemplateFacts:
     for item_name, item_digest in ordered:
         digest.update(f"{len(item_name)}:{item_name}={item_digest};".encode())
     return TemplateFacts(frozenset(names), ordered, dynamic, digest.hexdigest(),
-                         tuple(sorted((n, tuple(sorted(readers[n]))) for n in names)))
+                         tuple(sorted((n, tuple(sorted(readers[n]))) for n in names)),
+                         _entries(env, [n for n, _ in ordered]))
+
+
+def _entries(env: jinja2.Environment, names: list[str]) -> tuple[tuple[str, str | None], ...]:
+    """``(template, entry name or None)`` of each ``.entry`` in the named templates."""
+    loader = template_loader(env)
+    return tuple((name, entry) for name in names
+                 for entry in declared_entries(loader.get_source(env, name)[0]))
 
 
 def template_location(env: jinja2.Environment, exc: BaseException) -> tuple[str, int] | None:
@@ -261,6 +307,17 @@ def template_location(env: jinja2.Environment, exc: BaseException) -> tuple[str,
             found = (name, tb.tb_lineno)
         tb = tb.tb_next
     return found
+
+
+def template_place(template: str, name: str | None, line: int | None) -> str:
+    """Where in a spec's ``template`` an error is, as messages say it: ``template
+    'vec.ptx.j2' line 4``, or in a file it reaches, ``template 'vec.ptx.j2' ('inc.ptx.j2'
+    line 2, reached from it)``; without a ``line``, ``template 'vec.ptx.j2'``."""
+    if not line:
+        return f"template {template!r}"
+    if name is None or name == template:
+        return f"template {template!r} line {line}"
+    return f"template {template!r} ({name!r} line {line}, reached from it)"
 
 
 def template_path(env: jinja2.Environment, name: str) -> str:
