@@ -57,16 +57,10 @@ def liger_ops(torch: Any, base: type) -> tuple[type | None, str]:
     """``(LigerOps, "")``: ``base`` with Liger-Kernel's RMSNorm, RoPE and SwiGLU, or
     ``(None, reason)`` where liger-kernel cannot be imported."""
     try:
-        import liger_kernel
         from liger_kernel.transformers.functional import liger_rms_norm, liger_rope, liger_swiglu
     except Exception as exc:  # not installed, or an incompatible torch/triton
         return None, f"liger-kernel unavailable: {exc}"
-    from importlib import metadata
-
-    try:  # liger_kernel has no __version__; its distribution's metadata has it
-        version = metadata.version("liger-kernel")
-    except metadata.PackageNotFoundError:
-        version = getattr(liger_kernel, "__version__", "?")
+    import liger_peers  # benchmarks/ is on sys.path: the script's own folder
 
     class LigerOps(base):
         """Liger-Kernel's kernels; FP8 quantization is torch's (inherited)."""
@@ -102,7 +96,7 @@ def liger_ops(torch: Any, base: type) -> tuple[type | None, str]:
             gate, up = (t.contiguous() for t in x.chunk(2, dim=-1))
             return liger_swiglu(gate, up)
 
-    return LigerOps, f"liger-kernel {version}"
+    return LigerOps, f"liger-kernel {liger_peers.version()}"
 
 
 def per_step_ms(torch: Any, step: Callable[[], Any], batches: int, per_batch: int) -> float:
