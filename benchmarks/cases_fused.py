@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from harness import BenchCase, Impl, Launcher, from_bits, host, to_bits
+from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits
 
 from specdsl import DType
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
@@ -151,7 +151,7 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
                                tokens, hidden, mode, returns_sum=fused)
     return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens,
-                     series=f"hidden={hidden} {mode}" + "".join(f" {k}={v}" for k, v in fields.items()),
+                     series=f"hidden={hidden} {mode}{fields_label(fields)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,

@@ -14,7 +14,7 @@ from typing import Any
 
 import liger_peers
 import numpy as np
-from harness import BenchCase, from_bits, host, to_bits
+from harness import BenchCase, fields_label, from_bits, host, to_bits
 
 from specdsl import DType
 from specdsl.kernels import RMSNorm, Softmax
@@ -29,10 +29,6 @@ HIDDEN = (4096, 8192)
 SOFTMAX_LONG_COLS = (32768, 131072)
 SOFTMAX_LONG_TOKENS = (1, 16, 256, 4096)
 EPS = 1e-6
-
-
-def _label(fields: dict) -> str:
-    return "".join(f" {k}={v}" for k, v in fields.items())
 
 
 def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -> BenchCase:
@@ -72,7 +68,7 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -
         torch_args = lambda inputs: inputs[:2]  # noqa: E731
         liger = lambda: liger_peers.rms_norm(EPS)  # noqa: E731
     return BenchCase(kernel="RMSNorm+residual" if fused else "RMSNorm", tokens=tokens,
-                     series=f"hidden={hidden}{_label(fields)}",
+                     series=f"hidden={hidden}{fields_label(fields)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args,
                      expected=expected, peers={"liger": liger},
@@ -101,8 +97,8 @@ def _softmax(torch: Any, tokens: int, cols: int, **fields: Any) -> BenchCase:
     def expected(inputs: tuple, picks: Any) -> tuple:
         return (softmax_module.reference(host(inputs[0], picks), 1.0),)
 
-    return BenchCase(kernel="Softmax", tokens=tokens, series=f"cols={cols}{_label(fields)}",
-                     detail=_label(auto),
+    return BenchCase(kernel="Softmax", tokens=tokens, series=f"cols={cols}{fields_label(fields)}",
+                     detail=fields_label(auto),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1], expected=expected,

@@ -17,7 +17,7 @@ from typing import Any
 
 import liger_peers
 import numpy as np
-from harness import BenchCase, host
+from harness import BenchCase, fields_label, host
 
 from specdsl.kernels import Fp8Quant, RoPE, SiluMul
 from specdsl.kernels import fp8_quant as fp8_quant_module
@@ -39,7 +39,7 @@ def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
     # Below 1024 tokens one vector per thread in 128-thread CTAs shortens each thread's
     # dependent chain (the launch is latency-bound); above, two vectors per thread.
     small = tokens < 1024
-    label = "".join(f" {k}={v}" for k, v in fields.items())
+    label = fields_label(fields)
     fields = {"unroll": 1 if small else 2, "block": 128 if small else 256, **fields}
     spec = SiluMul(d=d, dtype="bf16", **fields)
     grid, block = spec.launch_dims(tokens)
@@ -90,7 +90,7 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int, **fields: Any) -> BenchCase
         return fp8_quant_module.reference(host(inputs[0], picks))  # (quotient, scale)
 
     return BenchCase(kernel="Fp8Quant", tokens=tokens,
-                     series=f"hidden={hidden}" + "".join(f" {k}={v}" for k, v in fields.items()),
+                     series=f"hidden={hidden}{fields_label(fields)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1], expected=expected,
@@ -147,7 +147,7 @@ def _rope(torch: Any, tokens: int, width: int, **fields: Any) -> BenchCase:
         return tuple(rope_module.reference(host(t, picks), positions, **fields)
                      for t in inputs[:2])
 
-    label = "".join(f" {k}={v}" for k, v in fields.items())
+    label = fields_label(fields)
     return BenchCase(kernel="RoPE", tokens=tokens,
                      series=f"heads={q_heads}+{KV_HEADS}x{HEAD_DIM}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,

@@ -40,7 +40,7 @@ from specdsl.kernels.case import from_bits, relative_error, to_bits
 __all__ = ["BenchCase", "Impl", "Launcher", "Unavailable", "IMPLS", "from_bits", "to_bits",
            "row_picks", "host", "clone_inputs", "describe_error", "implementations",
            "check_impl", "check_all", "measure_case", "device_times", "graph_seconds",
-           "copy_bandwidth"]
+           "copy_bandwidth", "fields_label"]
 
 #: Inputs of all rotated sets together are at least this many bytes (H200 L2: 60 MB).
 ROTATE_BYTES = 256 * 2**20
@@ -132,6 +132,11 @@ class Launcher:
         """Launch ``spec`` with ``args`` in ``.param`` order (torch tensors, NumPy scalars)."""
         self.executor.launch(spec, *args, grid=grid, block=block,
                              stream=self.torch.cuda.current_stream())
+
+
+def fields_label(fields: dict) -> str:
+    """A case's non-default fields as the text after its shape: ``" block=128 unroll=1"``."""
+    return "".join(f" {k}={v}" for k, v in fields.items())
 
 
 def describe_error(exc: BaseException) -> str:
