@@ -20,7 +20,6 @@ from ._rows import (
     row_block,
     row_launch_dims,
     row_vectors,
-    vector_elements,
     vector_registers,
     windowed,
 )
@@ -47,10 +46,13 @@ def _geometry(hidden: int, dtype: DType, block: int, fused: bool,
     :func:`~specdsl.kernels._rows.most_vectors_per_thread` is one chunk; a longer one is
     walked in chunks of that many vectors a thread (half of it with the fused residual,
     which holds x and residual at once). One row a CTA of a length that is not a whole
-    number of 16-byte vectors is walked in a window (:func:`~specdsl.kernels._rows.row_vectors`)."""
-    lanes, vectors = row_vectors(hidden, dtype, rows_per_cta == 1 and windowed(hidden, dtype))
+    number of 16-byte vectors is walked in a window (:func:`~specdsl.kernels._rows.row_vectors`);
+    with the residual it stays in registers only at half that many vectors a thread
+    (a window's edges need registers of their own: 50257 spilled at 8)."""
+    window = rows_per_cta == 1 and windowed(hidden, dtype)
+    lanes, vectors = row_vectors(hidden, dtype, window)
     most = most_vectors_per_thread(lanes, dtype)
-    if vectors <= block * most:
+    if vectors <= block * (most // 2 if window and fused else most):
         return lanes, vectors, cdiv(vectors, block), 1
     per_thread = most // 2 if fused else most
     return lanes, vectors, per_thread, cdiv(vectors, block * per_thread)

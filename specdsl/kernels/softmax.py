@@ -37,9 +37,7 @@ __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MA
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
 MAX_COLS = 262144
 
-#: Most chunks a CTA walks a row in (templates/softmax.ptx.j2 unrolls none of them).
-_MOST_CHUNKS = 8
-
+_MOST_CHUNKS = 8  # chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it)
 #: Most 16-byte vectors of a row one thread holds in registers at a time (32 words;
 #: narrower vectors: 16 of 8 bytes, 32 of 4 or 2, see ``_rows.most_vectors_per_thread``).
 VECTORS_PER_THREAD = 8
@@ -70,10 +68,9 @@ def default_block(cols: int, dtype: DType) -> int:
 
 
 def _layout(cols: int, dtype: DType, split: int, rows_per_cta: int) -> tuple[int, int]:
-    """(elements a vector, vectors of one CTA's part of a row), as templates/softmax.ptx.j2
-    lays them out: a window of 16-byte vectors for a row of any length (split 1, one row a
-    CTA, and a window that fits 8 chunks: f32 rows of 262141 to 262143 take narrow
-    vectors), else the widest vector dividing ``cols`` and ``cols / split`` of them."""
+    """(elements a vector, vectors of one CTA's part of a row), as softmax.ptx.j2 has them:
+    a window (split 1, one row a CTA, at most 8 chunks: not f32 262141 to 262143), else the
+    widest vector dividing ``cols`` and ``cols / split`` of them."""
     if split == 1 and rows_per_cta == 1 and windowed(cols, dtype):
         lanes, vectors = row_vectors(cols, dtype, True)
         if vectors <= _MOST_CHUNKS * 1024 * VECTORS_PER_THREAD:  # else too long a window
@@ -87,12 +84,10 @@ def _block_for(lanes: int, vectors: int, dtype: DType) -> int:
 
 
 def _default_block_of(spec: Any) -> int:
-    # a split out of range is refused by its validator: size the block for the whole row;
-    # rows_per_cta (set after block) is assumed 1, its default for such rows
+    # a split out of range or not into whole vectors is refused by its validator: size the
+    # block for the whole row (rows_per_cta, set after block, is taken as 1, its default)
     split = spec.split if 1 <= spec.split <= MAX_SPLIT else 1
-    lanes = vector_elements(spec.cols, spec.dtype)  # of the whole row: rows are cols apart
-    if split > 1 and spec.cols % (lanes * split):
-        split = 1
+    split = 1 if spec.cols % (vector_elements(spec.cols, spec.dtype) * split) else split
     return _block_for(*_layout(spec.cols, spec.dtype, split, 1), spec.dtype)
 
 
