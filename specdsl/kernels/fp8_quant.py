@@ -106,10 +106,10 @@ class Fp8Quant:
     :attr:`vector` bytes), then ``scale`` (f32) except for ``static_baked``. Grid: one
     CTA per token.
 
-    Any row length: a row moves in 16-byte vectors (:attr:`vector` elements). When
-    ``hidden`` is not a multiple of 16 bytes' worth, rows start at different phases of a
-    vector: the kernel walks the aligned vectors that cover each row and moves the two
-    edge vectors element by element (``templates/window.ptx.j2``). A row that ``block``
+    Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
+    16 or 8 bytes; a ``hidden`` no such vector divides is walked in a window of 16-byte
+    vectors, its two edge vectors element by element (:attr:`windowed`,
+    ``templates/window.ptx.j2``). A row that ``block``
     threads hold in registers (32 registers a thread: 65536 f16/bf16 elements at 1024
     threads, 32768 f32) is read once; a longer one (:attr:`chunks` > 1) is walked in
     chunks, twice for a dynamic scale (the row max, then the quantization; the first
@@ -168,10 +168,16 @@ class Fp8Quant:
 
     @property
     def vector(self) -> int:
-        """Elements (and codes) one load moves: 16 bytes of input, or the largest power of
-        two dividing ``hidden`` up to that in group mode (see
+        """Elements (and codes) one load moves: the largest power of two dividing ``hidden``
+        up to 16 bytes of input, or 16 bytes' worth in a window (see
         :func:`~specdsl.kernels._rows.row_vectors`)."""
         return row_vectors(self.hidden, self.dtype, windowed(self.hidden, self.dtype))[0]
+
+    @property
+    def windowed(self) -> bool:
+        """Are rows walked in a window of 16-byte vectors (``templates/window.ptx.j2``: a
+        ``hidden`` no vector of 8 bytes or more divides)? Arrays then need 16-byte alignment."""
+        return self.hidden % self.vector != 0
 
     @property
     def vector_bytes(self) -> int:

@@ -137,13 +137,13 @@ class RMSNorm:
     bytes when ``hidden`` is a multiple of 16 bytes' worth). ``x`` is read through the
     non-coherent path (``ld.global.nc``), so ``y`` must not overlap ``x``.
 
-    Any row length: a row moves in 16-byte vectors (:attr:`vector` elements). When
-    ``hidden`` is not a multiple of 16 bytes' worth, rows start at different phases of a
-    vector: the kernel walks the aligned vectors that cover each row, moves the two edge
-    vectors element by element, and reads the weight element by element (its vectors do
-    not line up with the row's; ``templates/window.ptx.j2``). Several rows a CTA
-    (``rows_per_cta`` > 1) of such a length move in the widest vector dividing
-    ``hidden`` instead (one element for odd lengths). Rows that fit
+    Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
+    16 or 8 bytes. A ``hidden`` no such vector divides is walked in a window of 16-byte
+    vectors (:attr:`windowed`, ``templates/window.ptx.j2``): rows start at different
+    phases of a vector, the kernel moves the aligned vectors that cover each row, the two
+    edge vectors element by element, and reads the weight element by element (its
+    vectors do not line up with the row's). Several rows a CTA (``rows_per_cta`` > 1) of
+    such a length move in the narrower vector instead (one element for odd lengths). Rows that fit
     ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take
     two passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and
     writing it back), then the row again (``x``, or ``s`` from ``residual``) for ``y``.
@@ -206,11 +206,16 @@ class RMSNorm:
 
     @property
     def vector(self) -> int:
-        """Elements one load moves: 16 bytes' worth, or with ``rows_per_cta`` > 1 the
-        largest power of two dividing ``hidden`` up to that (see
-        :func:`~specdsl.kernels._rows.row_vectors`)."""
+        """Elements one load moves: the largest power of two dividing ``hidden`` up to 16
+        bytes, or 16 bytes' worth in a window (:func:`~specdsl.kernels._rows.row_vectors`)."""
         return _geometry(self.hidden, self.dtype, self.block, self.fused_residual,
                          self.rows_per_cta)[0]
+
+    @property
+    def windowed(self) -> bool:
+        """Are rows walked in a window of 16-byte vectors (``templates/window.ptx.j2``: a
+        ``hidden`` no vector of 8 bytes or more divides)? Arrays then need 16-byte alignment."""
+        return self.hidden % self.vector != 0
 
     @property
     def vector_bytes(self) -> int:

@@ -61,16 +61,14 @@ def default_block(cols: int, dtype: DType) -> int:
 
     See :func:`specdsl.kernels._rows.row_block`: at most 256 threads with at least two
     16-byte vectors each, up to :data:`VECTORS_PER_THREAD` (cols 8192 bf16: 256 x 4;
-    32768: 512 x 8; the vectors of a row's window for lengths that are not a multiple of
-    16 bytes, see :func:`~specdsl.kernels._rows.row_vectors`).
+    32768: 512 x 8; a window's vectors, :func:`~specdsl.kernels._rows.row_vectors`).
     """
     return _block_for(*_layout(cols, dtype, 1, 1), dtype)
 
 
 def _layout(cols: int, dtype: DType, split: int, rows_per_cta: int) -> tuple[int, int]:
-    """(elements a vector, vectors of one CTA's part of a row), as softmax.ptx.j2 has them:
-    a window (split 1, one row a CTA, at most 8 chunks: not f32 262141 to 262143), else the
-    widest vector dividing ``cols`` and ``cols / split`` of them."""
+    """(elements a vector, vectors of a CTA's part of a row), as softmax.ptx.j2: a window
+    (split 1, a row a CTA, 8 chunks at most), else the widest vector dividing ``cols``."""
     if split == 1 and rows_per_cta == 1 and windowed(cols, dtype):
         lanes, vectors = row_vectors(cols, dtype, True)
         if vectors <= _MOST_CHUNKS * 1024 * VECTORS_PER_THREAD:  # else too long a window
@@ -144,8 +142,7 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
 
 
 def _resident_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
-    """(vectors a thread holds, most it may hold, chunks) of one CTA's part of a row, at
-    ``rows_per_cta`` rows a CTA (read from the caller: the default is not set yet)."""
+    """(vectors a thread holds, most it may hold, chunks) of a CTA's part of a row."""
     lanes, vectors = _layout(spec.cols, spec.dtype, spec.split, rows_per_cta)
     most = most_vectors_per_thread(lanes, spec.dtype)
     return min(most, cdiv(vectors, spec.block)), most, _chunks(vectors, most, spec.block)
@@ -164,11 +161,10 @@ def _default_rows_per_cta(spec: Any) -> int:
     if not (isinstance(spec.cols, int) and spec.cols >= 1 and 1 <= spec.split <= MAX_SPLIT) \
             or spec.cols % (vector_elements(spec.cols, spec.dtype) * spec.split):
         return 1  # cols or split is refused: its own validator says why
-    if spec.split == 1 and windowed(spec.cols, spec.dtype):
-        return 1
     per_thread, most, chunks = _resident_geometry(spec, 1)
     fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
-    return fits[0] if chunks == 1 and spec.split == 1 else 1
+    plain = chunks == 1 and spec.split == 1 and not windowed(spec.cols, spec.dtype)
+    return fits[0] if plain else 1
 
 
 def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
@@ -219,12 +215,11 @@ class Softmax:
     (row-major, contiguous, ``dtype``, aligned to one vector, :attr:`vector_bytes`; ``y``
     must not overlap ``x``, which is read through ``ld.global.nc``), ``rows`` (u32).
 
-    Any row length: a row moves in 16-byte vectors (:attr:`vector` elements). When
-    ``cols`` is not a multiple of 16 bytes' worth (a 50257-token vocabulary, 4097
-    attention scores), rows start at different phases of a vector: the kernel walks the
-    aligned vectors that cover each row and moves the two edge vectors element by element
-    (``templates/window.ptx.j2``). A split row, or several rows a CTA, of such a length
-    moves in the widest vector dividing ``cols`` instead (one element for odd lengths).
+    Any row length: a row moves in the widest vector dividing ``cols`` (:attr:`vector`),
+    16 or 8 bytes; a ``cols`` no such vector divides (a 50257-token vocabulary, 4097
+    attention scores) is walked in a window of 16-byte vectors, its two edge vectors
+    element by element (:attr:`windowed`, ``templates/window.ptx.j2``), except a split
+    row or several rows a CTA, which take the narrower vector.
 
     Fields:
         cols (baked): row length, 1 to 262144.
@@ -280,10 +275,15 @@ class Softmax:
 
     @property
     def vector(self) -> int:
-        """Elements one load moves: 16 bytes' worth, or for a split row or several rows a
-        CTA the largest power of two dividing ``cols`` up to that (see
-        :func:`~specdsl.kernels._rows.row_vectors`)."""
+        """Elements one load moves: the largest power of two dividing ``cols`` up to 16 bytes,
+        or 16 bytes' worth in a window (:func:`~specdsl.kernels._rows.row_vectors`)."""
         return _layout(self.cols, self.dtype, self.split, self.rows_per_cta)[0]
+
+    @property
+    def windowed(self) -> bool:
+        """Are rows walked in a window of 16-byte vectors (``templates/window.ptx.j2``: a
+        ``cols`` no vector of 8 bytes or more divides)? Arrays then need 16-byte alignment."""
+        return self.cols % self.vector != 0
 
     @property
     def vector_bytes(self) -> int:
