@@ -145,6 +145,15 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for hidden in (4096, 8192) for block in (128, 256, 512)] + [
         cases_fused._rmsnorm_quant(torch, 16384, hidden, True, "dynamic", block=block)
         for hidden, blocks in ((4096, (128, 256)), (7168, (128, 448))) for block in blocks],
+    # rows at any phase (window.ptx.j2): CTA sizes of the odd lengths, beside the aligned ones
+    "odd-block": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, False, block=block)
+        for hidden, blocks in ((4096, (256,)), (4097, (256, 288, 512))) for block in blocks] + [
+        cases_norm._softmax(torch, 16384, cols, block=block)
+        for cols, blocks in ((4096, (256,)), (4097, (192, 256)), (50264, (800, 1024)),
+                             (50257, (800, 1024))) for block in blocks] + [
+        cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)
+        for hidden, blocks in ((4096, (256,)), (4097, (256, 288))) for block in blocks],
     # the latency-bound decode shapes: CTA size and vectors per thread
     "silu-small": lambda torch: [
         cases_pointwise._silu_mul(torch, tokens, 4096, unroll=unroll, block=block)

@@ -346,8 +346,12 @@ def loops(ptx: str) -> list[tuple[str, list[str], list[str], list[str]]]:
     instructions before the label, inside the body (its closing branch left out) and
     after it.
 
+    A body may branch forward to its own labels (a window's edge vectors,
+    templates/window.ptx.j2): the model then reads both arms as one straight line, which
+    is what a register carried around the loop must survive.
+
     Raises:
-        SimError: a body that is not straight-line (a label or another branch inside).
+        SimError: a body that branches out of itself (a label outside it).
     """
     lines = [line.split("//")[0].strip() for line in ptx.splitlines()]
     found = []
@@ -360,9 +364,10 @@ def loops(ptx: str) -> list[tuple[str, list[str], list[str], list[str]]]:
         if end is None:
             continue
         body = _instructions([c.rstrip(";") for c in lines[i + 1:end]])
-        if any(c.endswith(":") for c in lines[i + 1:end]) or any("bra" in c.split()[:2]
-                                                               for c in body):
-            raise SimError(f"loop {label}: the model needs a straight-line body")
+        inner = {c[:-1] for c in lines[i + 1:end] if c.endswith(":")}
+        targets = [c.split()[-1] for c in body if "bra" in c.split()[:2]]
+        if any(t not in inner for t in targets):
+            raise SimError(f"loop {label}: the model needs a body whose branches stay inside it")
         found.append((label, _instructions([c.rstrip(";") for c in lines[:i]]), body,
                       _instructions([c.rstrip(";") for c in lines[end + 1:]])))
     return found

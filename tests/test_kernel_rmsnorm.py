@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, reference
+from windowsim import every_phase
 
 # Smallest row, an odd LLM size (2880: guarded last sweep), a common one, the largest.
 HIDDEN = {DType.BF16: (8, 2880, 4096, 65536), DType.F16: (8, 2880, 4096, 65536),
@@ -162,10 +164,11 @@ ODD = (1, 7, 4097, 50257, 131073)
 
 
 @pytest.mark.parametrize("hidden,dtype,vector", [
-    (4096, "bf16", 8), (4100, "bf16", 4), (4098, "f16", 2), (4097, "bf16", 1), (1, "f16", 1),
-    (4096, "f32", 4), (4098, "f32", 2), (4097, "f32", 1)])
+    (4096, "bf16", 8), (4100, "bf16", 4), (4098, "f16", 8), (4097, "bf16", 8), (9, "f16", 8),
+    (4096, "f32", 4), (4098, "f32", 2), (4097, "f32", 4)])
 def test_vector_width_follows_the_length(hidden, dtype, vector):
-    """A row moves in vectors of the largest power of two dividing hidden, up to 16 bytes;
+    """A row moves in vectors of the largest power of two dividing hidden, up to 16 bytes,
+    or in a window of 16-byte vectors where that is under 8 bytes (4098 f16, odd lengths);
     the PTX loads that many bytes and declares that alignment."""
     spec = RMSNorm(hidden=hidden, dtype=dtype)
     assert spec.vector == vector and spec.vector_bytes == vector * spec.dtype.size
@@ -191,12 +194,25 @@ def test_any_length_assembles_without_spills(dtype, hidden, fused):
 def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
     """In a model of the CTA (ptxsim.row_coverage), each pass loads every vector of the row
     exactly once and y (and s) is stored exactly once: guards, offsets, chunk loops and
-    the peeled last chunk agree with the row's length."""
+    the peeled last chunk agree with the row's length. A row walked in a window
+    (templates/window.ptx.j2) is modeled thread by thread at each phase it can start at
+    (windowsim.every_phase): every element once, nothing outside the row."""
     fields = dict(hidden=hidden, dtype=dtype, fused_residual=fused)
     spec = RMSNorm(**fields, **({"block": block} if block else {}))
     vectors = {i: 1 for i in range(hidden // spec.vector)}
     chunked = spec.chunks > 1
     ptx = render(spec)
+    if hidden % spec.vector:
+        elements = {i: 1 for i in range(hidden)}
+        cover = partial(every_phase, element_bytes=spec.dtype.size, lanes=spec.vector,
+                        threads=spec.block)
+        assert cover(ptx, "ld", ("%rd8",) if chunked else ("%rd4",)) == \
+            [[elements] * (2 if chunked else 1)] * spec.vector
+        assert cover(ptx, "st", ("%rd10",) if chunked else ("%rd6",)) == [[elements]] * spec.vector
+        if fused:
+            written = cover(ptx, "st", ("%rd9",) if chunked else ("%rd7",))
+            assert [[p for p in phase if p] for phase in written] == [[elements]] * spec.vector
+        return
     loads = row_coverage(ptx, "ld", ("%rd8",) if chunked else ("%rd4",), spec.vector_bytes,
                          spec.block)
     assert loads == [vectors] * (2 if chunked else 1)
@@ -210,17 +226,29 @@ def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
 
 
 def test_coverage_model_catches_a_wrong_guard():
-    """The model fails a row whose last guard lets one thread too many through."""
-    ptx = render(RMSNorm(hidden=4097))
-    broken = ptx.replace("setp.lt.u32         %pg8, %r3, 257;", "setp.lt.u32         %pg8, %r3, 258;")
+    """The models fail a row whose last guard lets one thread too many through (2880: 360
+    vectors on 192 threads), and a window whose whole-vector test lets a vector past the
+    row's end through (4097: elements past the row, at the phases that reach them)."""
+    ptx = render(RMSNorm(hidden=2880))
+    broken = ptx.replace("setp.lt.u32         %pg1, %r3, 168;", "setp.lt.u32         %pg1, %r3, 169;")
     assert broken != ptx
-    assert row_coverage(broken, "ld", ("%rd4",), 2, 480) != [{i: 1 for i in range(4097)}]
+    assert row_coverage(ptx, "ld", ("%rd4",), 16, 192) == [{i: 1 for i in range(360)}]
+    assert row_coverage(broken, "ld", ("%rd4",), 16, 192) != [{i: 1 for i in range(360)}]
+    spec = RMSNorm(hidden=4097)
+    ptx = render(spec)
+    broken = ptx.replace(", 4089;", ", 4090;")
+    assert broken.count(", 4090;") == 6
+    every = [[{i: 1 for i in range(4097)}]] * 8
+    assert every_phase(ptx, "st", ("%rd6",), 2, 8, spec.block) == every
+    wrong = every_phase(broken, "st", ("%rd6",), 2, 8, spec.block)
+    assert wrong != every and any(4097 in p[0] for p in wrong)
 
 
 @pytest.mark.parametrize("hidden,dtype,fused,chunks", [
     (65536, "bf16", False, 1), (65544, "bf16", False, 2), (131072, "bf16", False, 2),
     (131072, "bf16", True, 4), (32768, "f32", False, 1), (32772, "f32", False, 2),
-    (50257, "bf16", False, 2), (MAX_HIDDEN, "bf16", False, 16)])
+    (50257, "bf16", False, 1), (50257, "bf16", True, 2), (131073, "bf16", False, 3),
+    (MAX_HIDDEN, "bf16", False, 16)])
 def test_long_rows_take_chunks(hidden, dtype, fused, chunks):
     """Rows up to 1024 threads x 32 registers stay in registers; longer rows take chunks
     (of half the vectors with the fused residual, which holds x and residual at once)."""
@@ -228,7 +256,8 @@ def test_long_rows_take_chunks(hidden, dtype, fused, chunks):
     assert spec.chunks == chunks
     ptx = render(spec)
     labels = re.findall(r"bra\s+(\w+);", ptx)
-    assert labels == (["DONE", "PASS1", "PASS2"] if chunks > 1 else ["DONE"])
+    loops = [label for label in labels if not label.endswith(("_edge", "_done"))]  # a window's
+    assert loops == (["DONE", "PASS1", "PASS2"] if chunks > 1 else ["DONE"])
 
 
 def test_chunked_fused_rereads_the_written_sum():
@@ -251,8 +280,10 @@ def test_multiples_of_the_vector_keep_their_ptx():
                  render(RMSNorm(hidden=4096, eps=1e-6, fused_residual=True)))
 
 
+#: 9 rows: rows of an odd length start at each of the 8 phases of a 16-byte vector
+#: (templates/window.ptx.j2).
 ODD_GPU = [(dtype, hidden, fused, rows) for dtype in ("bf16", "f16", "f32")
-           for hidden, rows in zip(ODD, (3, 5, 4, 3, 2), strict=True) for fused in (False, True)]
+           for hidden, rows in zip(ODD, (9,) * len(ODD), strict=True) for fused in (False, True)]
 
 
 @pytest.mark.gpu
@@ -330,7 +361,7 @@ def test_tuning_defaults_render_the_plain_template():
         fused_residual: bool = baked(False)
         block: int = baked(256)
 
-    for hidden, fused, block in ((4096, False, 256), (4097, True, 480), (131072, True, 1024)):
+    for hidden, fused, block in ((4096, False, 256), (4097, True, 288), (131072, True, 1024)):
         spec = RMSNorm(hidden=hidden, fused_residual=fused)
         assert spec.block == block and (spec.rows_per_cta, spec.min_ctas_per_sm) == (1, None)
         assert render(spec) == render(FiveFields(hidden=hidden, fused_residual=fused,

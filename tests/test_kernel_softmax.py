@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from specdsl import SpecError, render
 from specdsl._spec.dtype import DType
 from specdsl.kernels import Softmax
 from specdsl.kernels.softmax import MAX_COLS, example, reference, suggested_split
+from windowsim import every_phase
 
 # Smallest row, an odd size (guarded sweep), register-resident rows, then 2, 4 and 8 chunks.
 COLS = {DType.BF16: (8, 1000, 4096, 32768, 131072, MAX_COLS),
@@ -330,12 +332,14 @@ ODD = (1, 7, 4097, 50257, 131073)
 
 
 @pytest.mark.parametrize("cols,dtype,vector,chunks", [
-    (4096, "bf16", 8, 1), (4100, "bf16", 4, 1), (4098, "f16", 2, 1), (4097, "bf16", 1, 1),
-    (50257, "bf16", 1, 2), (50257, "f32", 1, 2), (131073, "f16", 1, 5), (262143, "bf16", 1, 8),
-    (4098, "f32", 2, 1), (1, "f32", 1, 1)])
+    (4096, "bf16", 8, 1), (4100, "bf16", 4, 1), (4098, "f16", 8, 1), (4097, "bf16", 8, 1),
+    (50257, "bf16", 8, 1), (50257, "f32", 4, 2), (131073, "f16", 8, 3), (262143, "bf16", 8, 5),
+    (262143, "f32", 1, 8), (4098, "f32", 2, 1), (1, "f32", 4, 1)])
 def test_vector_width_and_chunks_follow_the_length(cols, dtype, vector, chunks):
-    """A row moves in vectors of the largest power of two dividing cols, up to 16 bytes, 32
-    registers a thread; the PTX loads that many bytes and declares that alignment."""
+    """A row moves in vectors of the largest power of two dividing cols, up to 16 bytes, or
+    a window of 16-byte vectors where that is under 8 bytes (but for f32 rows whose window
+    does not fit 8 chunks: 262143), 32 registers a thread; the PTX loads that many bytes
+    and declares that alignment."""
     spec = Softmax(cols=cols, dtype=dtype)
     assert (spec.vector, spec.chunks) == (vector, chunks)
     ptx = render(spec)
@@ -364,6 +368,14 @@ def test_every_vector_touched_once_a_pass(cols, dtype, block, split):
     vectors = {i: 1 for i in range(cols // split // spec.vector)}
     chunked = spec.chunks > 1
     ptx = render(spec)
+    if cols % spec.vector:  # a window (templates/window.ptx.j2): each phase, element by element
+        elements = {i: 1 for i in range(cols)}
+        cover = partial(every_phase, element_bytes=spec.dtype.size, lanes=spec.vector,
+                        threads=spec.block)
+        assert cover(ptx, "ld", ("%rd6",) if chunked else ("%rd4",)) == \
+            [[elements] * (2 if chunked else 1)] * spec.vector
+        assert cover(ptx, "st", ("%rd7",) if chunked else ("%rd5",)) == [[elements]] * spec.vector
+        return
     loads = row_coverage(ptx, "ld", ("%rd6",) if chunked else ("%rd4",), spec.vector_bytes,
                          spec.block)
     assert loads == [vectors] * (2 if chunked else 1)
@@ -373,13 +385,15 @@ def test_every_vector_touched_once_a_pass(cols, dtype, block, split):
 
 
 def test_odd_rows_max_over_both_halves():
-    """A 2-byte vector's element is copied into both halves before the packed max, so
-    the high half (not loaded) never takes part in the row's maximum."""
-    ptx = render(Softmax(cols=4097))  # 256 threads, 17 elements each
-    assert "prmt.b32            %w16, %w16, 0, 0x1010;   // the element in both halves" in ptx
-    assert ptx.count("prmt.b32") == 17
+    """A 2-byte vector's element (odd rows, two a CTA: narrow vectors, not a window) is
+    copied into both halves before the packed max, so the high half (not loaded) never
+    takes part in the row's maximum."""
+    ptx = render(Softmax(cols=4097, rows_per_cta=2, block=512))  # 2 rows x 9 elements a thread
+    assert "prmt.b32            %w17, %w17, 0, 0x1010;   // the element in both halves" in ptx
+    assert ptx.count("prmt.b32") == 18
     assert "prmt" not in render(Softmax(cols=4096))
-    assert "prmt" not in render(Softmax(cols=4097, dtype="f32"))
+    assert "prmt" not in render(Softmax(cols=4097))  # a window: 16-byte vectors
+    assert "prmt" not in render(Softmax(cols=4097, rows_per_cta=2, block=512, dtype="f32"))
 
 
 def test_multiples_of_the_vector_keep_their_ptx():
@@ -395,8 +409,10 @@ def test_odd_split_suggestion():
     Softmax(cols=4 * 3 * 8193, split=3)
 
 
+#: 9 rows: rows of an odd length start at each of the 8 phases of a 16-byte vector
+#: (templates/window.ptx.j2).
 ODD_GPU = [(dtype, cols, scale, rows) for dtype in ("bf16", "f16", "f32")
-           for cols, rows in zip(ODD, (3, 5, 4, 3, 2), strict=True) for scale in (1.0, -0.5)]
+           for cols, rows in zip(ODD, (9,) * len(ODD), strict=True) for scale in (1.0, -0.5)]
 
 
 @pytest.mark.gpu

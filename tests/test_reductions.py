@@ -222,14 +222,15 @@ def _sweep_spec(kind: str, block: int):
     one or two vectors (the second sweep guarded for the last 8), so every warp holds part
     of the row; the dtype turns with the block size (all three in the sweep)."""
     dtype = _DTYPES[(block // 32) % 3]
-    lanes = 1 if kind.endswith("-tail") else 16 // {"bf16": 2, "f16": 2, "f32": 4}[dtype]
-    slice_vectors = 2 * block - (7 if kind.endswith("-tail") else 8)
-    if kind == "rmsnorm-tail":  # odd rows: one element a vector, the second sweep guarded
-        return RMSNorm(hidden=slice_vectors, dtype=dtype, block=block)
+    lanes = 16 // {"bf16": 2, "f16": 2, "f32": 4}[dtype]
+    slice_vectors = 2 * block - 8
+    odd = lanes * slice_vectors + 1  # rows at every phase (a window), the second sweep guarded
+    if kind == "rmsnorm-tail":
+        return RMSNorm(hidden=odd, dtype=dtype, block=block)
     if kind == "softmax-tail":
-        return Softmax(cols=slice_vectors, dtype=dtype, block=block)
+        return Softmax(cols=odd, dtype=dtype, block=block)
     if kind == "fp8quant-tail":
-        return Fp8Quant(hidden=slice_vectors, dtype=dtype, block=block)
+        return Fp8Quant(hidden=odd, dtype=dtype, block=block)
     if kind == "rmsnorm":
         return RMSNorm(hidden=lanes * slice_vectors, dtype=dtype, block=block)
     if kind == "softmax":
@@ -254,9 +255,14 @@ def _extreme_rows(spec, cols: int, extreme: float, seed: int) -> np.ndarray:
     x = rng.standard_normal((split * warps + 1, cols))
     for r in range(split * warps):
         cta, thread = r // warps, 32 * (r % warps) + (7 * r + 3) % 32
+        sign = -1.0 if isinstance(spec, Fp8Quant) and r % 2 else 1.0
+        if cols % lanes:  # a window (templates/window.ptx.j2): row r starts at its phase
+            phase = r * cols % lanes
+            owned = [j for j in range(cols) if (j + phase) // lanes % spec.block == thread]
+            x[r, owned[r % len(owned)]] = sign * extreme
+            continue
         owned = range(thread, slice_vectors, spec.block)  # vectors thread, thread + block, ...
         vector = cta * slice_vectors + owned[r % len(owned)]
-        sign = -1.0 if isinstance(spec, Fp8Quant) and r % 2 else 1.0
         x[r, lanes * vector + r % lanes] = sign * extreme
     return from_bits(to_bits(x, spec.dtype), spec.dtype)
 

@@ -385,7 +385,7 @@ def stand_in(monkeypatch):
     launches = []
     monkeypatch.setattr(_validate, "on_cuda", lambda op, name, x: None)
     monkeypatch.setattr(_validate, "placed", placed)
-    monkeypatch.setattr(_runtime, "launch", lambda *call: launches.append(call))
+    monkeypatch.setattr(_runtime, "launch", lambda *call, writes=(): launches.append(call))
     monkeypatch.setattr(_runtime, "cluster_sm_count", lambda index: 0)  # no clusters
     for memo in _PLANS:
         memo.clear()

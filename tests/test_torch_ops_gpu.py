@@ -396,6 +396,28 @@ def test_misaligned_view_refused():
         sd.rms_norm(flat[1:].view(8, 4096), randn(4096, seed=1), 1e-6)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_odd_row_views_are_realigned(dtype):
+    """A row walked in a window (odd lengths) needs 16-byte aligned tensors; a row slice
+    such as ``logits[1:]`` starts 2 or 4 bytes off. The ops copy such a tensor into an
+    aligned one (and write an in-place residual back), with the results of aligned calls;
+    the row before the slice is left as it was."""
+    cols = 4097
+    x, weight = randn(9, cols, dtype=dtype)[1:], (randn(cols + 1, dtype=dtype, seed=1) + 1)[1:]
+    assert x.data_ptr() % 16 and weight.data_ptr() % 16 and specs.rms_norm(
+        cols, 1e-6, dtype, False).windowed
+    assert torch.equal(sd.softmax(x, 0.5), sd.softmax(x.clone(), 0.5))
+    assert torch.equal(sd.rms_norm(x, weight, 1e-6), sd.rms_norm(x.clone(), weight.clone(), 1e-6))
+    (q, scale), (q_aligned, scale_aligned) = sd.scaled_fp8_quant(x), sd.scaled_fp8_quant(x.clone())
+    assert torch.equal(q.view(torch.uint8), q_aligned.view(torch.uint8))
+    assert torch.equal(scale, scale_aligned)
+    base = randn(9, cols, dtype=dtype, seed=2)
+    residual, first_row, aligned = base[1:], base[0].clone(), base[1:].clone()
+    y = sd.fused_add_rms_norm(x, residual, weight, 1e-6)
+    assert torch.equal(y, sd.fused_add_rms_norm(x.clone(), aligned, weight.clone(), 1e-6))
+    assert torch.equal(residual, aligned) and torch.equal(base[0], first_row)
+
+
 # -- the eager fast path -----------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ from .._spec.dtype import DType
 from ..errors import SpecError
 
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
+           "windowed", "row_vectors",
            "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
            "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm",
            "check_resident", "check_resident_block"]
@@ -37,6 +38,29 @@ def vector_elements(length: int, dtype: DType) -> int:
     ``elements`` computes the same).
     """
     return min(dtype.vector_lanes, length & -length) if length > 0 else 1
+
+
+def windowed(length: int, dtype: DType) -> bool:
+    """Is a row of ``length`` elements walked in a window of 16-byte vectors
+    (``templates/window.ptx.j2``)? Yes when the widest vector dividing ``length``
+    (:func:`vector_elements`) is under 8 bytes: such rows start at different phases of a
+    vector, so the kernel moves the aligned 16-byte vectors that cover each row and only
+    the two edge vectors element by element. 8-byte vectors keep the 16-byte speed
+    (RMSNorm 4100: 72.7 us against 72.4 at 4104, H200, docs/performance.md), so a length
+    they divide keeps them."""
+    return vector_elements(length, dtype) * dtype.size < 8
+
+
+def row_vectors(length: int, dtype: DType, window: bool) -> tuple[int, int]:
+    """``(elements a vector, vectors a CTA walks a row)`` for rows of ``length``: with
+    ``window``, 16-byte vectors and the most a row at any phase touches,
+    ``ceil((length + lanes - 1) / lanes)`` (templates/window.ptx.j2's ``vectors``);
+    otherwise :func:`vector_elements` and ``length`` divided by it."""
+    if window:
+        lanes = dtype.vector_lanes
+        return lanes, cdiv(length + lanes - 1, lanes)
+    lanes = vector_elements(length, dtype)
+    return lanes, length // lanes
 
 
 def vector_registers(elements: int, dtype: DType) -> int:

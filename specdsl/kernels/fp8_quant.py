@@ -11,7 +11,14 @@ from .._spec.dtype import DType
 from .._spec.fields import baked
 from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, one_of
-from ._rows import cdiv, check_length, most_vectors_per_thread, threads_for, vector_elements
+from ._rows import (
+    cdiv,
+    check_length,
+    most_vectors_per_thread,
+    row_vectors,
+    threads_for,
+    windowed,
+)
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
@@ -44,9 +51,8 @@ def default_block(hidden: int, dtype: DType) -> int:
     :data:`DEFAULT_BLOCK`, or the fewest whole warps that hold a longer row in registers
     (``Fp8Quant(hidden=18432)``: 288 threads; 28672: 448), 1024 for rows longer than
     that (which then take chunks)."""
-    lanes = vector_elements(hidden, dtype)
-    vectors, most = max(1, hidden // lanes), most_vectors_per_thread(lanes, dtype)
-    return min(1024, max(DEFAULT_BLOCK, threads_for(vectors, most)))
+    lanes, vectors = row_vectors(hidden, dtype, windowed(hidden, dtype))
+    return min(1024, max(DEFAULT_BLOCK, threads_for(vectors, most_vectors_per_thread(lanes, dtype))))
 
 
 def _hidden_check(instance: Any, attribute: Any, value: int) -> None:
@@ -100,11 +106,12 @@ class Fp8Quant:
     :attr:`vector` bytes), then ``scale`` (f32) except for ``static_baked``. Grid: one
     CTA per token.
 
-    Any row length: a row moves in vectors of :attr:`vector` elements, the largest power
-    of two dividing ``hidden`` up to 16 bytes (so every row starts aligned), down to one
-    element for odd lengths. A row that ``block`` threads hold in registers (32 registers
-    a thread: 65536 f16/bf16 elements at 1024 threads with 16-byte vectors, 32768 f32 or
-    odd-length ones) is read once; a longer one (:attr:`chunks` > 1) is walked in
+    Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
+    16 or 8 bytes; a ``hidden`` no such vector divides is walked in a window of 16-byte
+    vectors, its two edge vectors element by element (:attr:`windowed`,
+    ``templates/window.ptx.j2``). A row that ``block``
+    threads hold in registers (32 registers a thread: 65536 f16/bf16 elements at 1024
+    threads, 32768 f32) is read once; a longer one (:attr:`chunks` > 1) is walked in
     chunks, twice for a dynamic scale (the row max, then the quantization; the first
     pass keeps x in L2 with an evict_last policy), once for a static scale.
 
@@ -136,8 +143,7 @@ class Fp8Quant:
                        validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
 
     #: the requests `specdsl verify --variants` compiles: common widths, DeepSeek-V3's MLP
-    #: width (18432: 288 threads), odd rows (4097, one element a vector), 8-byte vectors
-    #: (4100), rows longer than the registers (131073, 65540 f32: chunks), the static modes.
+    #: width (18432: 288 threads), rows at any phase (4097, 4100: window.ptx.j2), rows longer than the registers (131073, 65540 f32: chunks), the static modes.
     variants = (
         [{"dtype": dt, "hidden": h} for dt in ("f32", "f16", "bf16")
          for h in (4096, 8192, 18432, 4097, 4100)]
@@ -162,10 +168,16 @@ class Fp8Quant:
 
     @property
     def vector(self) -> int:
-        """Elements (and codes) one load moves: the largest power of two dividing
-        ``hidden``, at most 16 bytes of input (see
-        :func:`~specdsl.kernels._rows.vector_elements`)."""
-        return vector_elements(self.hidden, self.dtype)
+        """Elements (and codes) one load moves: the largest power of two dividing ``hidden``
+        up to 16 bytes of input, or 16 bytes' worth in a window (see
+        :func:`~specdsl.kernels._rows.row_vectors`)."""
+        return row_vectors(self.hidden, self.dtype, windowed(self.hidden, self.dtype))[0]
+
+    @property
+    def windowed(self) -> bool:
+        """Are rows walked in a window of 16-byte vectors (``templates/window.ptx.j2``: a
+        ``hidden`` no vector of 8 bytes or more divides)? Arrays then need 16-byte alignment."""
+        return self.hidden % self.vector != 0
 
     @property
     def vector_bytes(self) -> int:
@@ -176,7 +188,7 @@ class Fp8Quant:
     def chunks(self) -> int:
         """Pieces a row is processed in: 1 when ``block`` threads hold it in registers (x
         read once), else the number of chunks each of the two passes walks."""
-        vectors = self.hidden // self.vector
+        vectors = row_vectors(self.hidden, self.dtype, windowed(self.hidden, self.dtype))[1]
         most = most_vectors_per_thread(self.vector, self.dtype)
         return 1 if vectors <= self.block * most else cdiv(vectors, self.block * most)
 

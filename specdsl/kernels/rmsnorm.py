@@ -19,8 +19,9 @@ from ._rows import (
     most_vectors_per_thread,
     row_block,
     row_launch_dims,
-    vector_elements,
+    row_vectors,
     vector_registers,
+    windowed,
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
@@ -38,30 +39,36 @@ MAX_HIDDEN = 2**20
 ROWS_PER_CTA = 1
 
 
-def _geometry(hidden: int, dtype: DType, block: int, fused: bool) -> tuple[int, int, int, int]:
+def _geometry(hidden: int, dtype: DType, block: int, fused: bool,
+              rows_per_cta: int = 1) -> tuple[int, int, int, int]:
     """(elements a vector, vectors a row, vectors a thread holds at a time, chunks a row),
     as templates/norm.ptx.j2 computes them. A row that fits ``block`` threads at
     :func:`~specdsl.kernels._rows.most_vectors_per_thread` is one chunk; a longer one is
     walked in chunks of that many vectors a thread (half of it with the fused residual,
-    which holds x and residual at once)."""
-    lanes = vector_elements(hidden, dtype)
-    vectors = hidden // lanes
+    which holds x and residual at once). One row a CTA of a length that is not a whole
+    number of 16-byte vectors is walked in a window (:func:`~specdsl.kernels._rows.row_vectors`);
+    with the residual it stays in registers only at half that many vectors a thread
+    (a window's edges need registers of their own: 50257 spilled at 8)."""
+    window = rows_per_cta == 1 and windowed(hidden, dtype)
+    lanes, vectors = row_vectors(hidden, dtype, window)
     most = most_vectors_per_thread(lanes, dtype)
-    if vectors <= block * most:
+    if vectors <= block * (most // 2 if window and fused else most):
         return lanes, vectors, cdiv(vectors, block), 1
     per_thread = most // 2 if fused else most
     return lanes, vectors, per_thread, cdiv(vectors, block * per_thread)
 
 
-def default_block(hidden: int, dtype: DType) -> int:
+def default_block(hidden: int, dtype: DType, window: bool = True) -> int:
     """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
 
     See :func:`specdsl.kernels._rows.row_block`: up to 512 threads with 2 to 8 16-byte
-    vectors a thread (more of narrower vectors), 1024 for rows longer than that, which
-    then take chunks.
+    vectors a thread, 1024 for rows longer than that, which then take chunks. A length
+    that is not a whole number of 16-byte vectors counts the vectors of its window;
+    ``window=False``: of the widest vector dividing ``hidden`` (RMSNormQuant, whose rows
+    move in those).
     """
-    lanes = vector_elements(hidden, dtype)
-    return row_block(hidden // lanes, vector_registers(lanes, dtype))
+    lanes, vectors = row_vectors(hidden, dtype, window and windowed(hidden, dtype))
+    return row_block(vectors, vector_registers(lanes, dtype))
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
@@ -81,17 +88,18 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
 
 
-def _rows_geometry(spec: Any) -> tuple[int, int, int]:
+def _rows_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
     """(vectors a thread holds of a row, most vectors of several rows a thread may hold,
-    chunks a row): several rows share the registers with the weight's vectors, so half
-    of :func:`~specdsl.kernels._rows.most_vectors_per_thread` (more spill)."""
+    chunks a row) at ``rows_per_cta`` rows a CTA: several rows share the registers with
+    the weight's vectors, so half of :func:`~specdsl.kernels._rows.most_vectors_per_thread`
+    (more spill)."""
     lanes, _, per_thread, chunks = _geometry(spec.hidden, spec.dtype, spec.block,
-                                             spec.fused_residual)
+                                             spec.fused_residual, rows_per_cta)
     return per_thread, most_vectors_per_thread(lanes, spec.dtype) // 2, chunks
 
 
 def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
-    per_thread, most, chunks = _rows_geometry(instance)
+    per_thread, most, chunks = _rows_geometry(instance, value)
     check_rows_per_cta(value, chunks, per_thread, most if value > 1 else per_thread)
 
 
@@ -99,7 +107,9 @@ def _default_rows_per_cta(spec: Any) -> int:
     """:data:`ROWS_PER_CTA`, or fewer where the registers cannot hold that many rows."""
     if not isinstance(spec.hidden, int) or spec.hidden < 1:
         return 1  # hidden is refused: its own validator says why
-    per_thread, most, chunks = _rows_geometry(spec)
+    if windowed(spec.hidden, spec.dtype):
+        return 1  # a row at any phase is walked in a window, one row a CTA
+    per_thread, most, chunks = _rows_geometry(spec, 1)
     fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
     return fits[0] if chunks == 1 and fits else 1
 
@@ -127,10 +137,13 @@ class RMSNorm:
     bytes when ``hidden`` is a multiple of 16 bytes' worth). ``x`` is read through the
     non-coherent path (``ld.global.nc``), so ``y`` must not overlap ``x``.
 
-    Any row length: a row is moved in vectors of :attr:`vector` elements, the largest
-    power of two dividing ``hidden`` up to 16 bytes, so every row starts aligned (rows
-    are ``hidden`` elements apart): 16-byte vectors for multiples of 8 (f16/bf16) or 4
-    (f32), narrower ones otherwise, down to one element for odd lengths. Rows that fit
+    Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
+    16 or 8 bytes. A ``hidden`` no such vector divides is walked in a window of 16-byte
+    vectors (:attr:`windowed`, ``templates/window.ptx.j2``): rows start at different
+    phases of a vector, the kernel moves the aligned vectors that cover each row, the two
+    edge vectors element by element, and reads the weight element by element (its
+    vectors do not line up with the row's). Several rows a CTA (``rows_per_cta`` > 1) of
+    such a length move in the narrower vector instead (one element for odd lengths). Rows that fit
     ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take
     two passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and
     writing it back), then the row again (``x``, or ``s`` from ``residual``) for ``y``.
@@ -193,9 +206,16 @@ class RMSNorm:
 
     @property
     def vector(self) -> int:
-        """Elements one load moves: the largest power of two dividing ``hidden``, at most
-        16 bytes' worth (see :func:`~specdsl.kernels._rows.vector_elements`)."""
-        return vector_elements(self.hidden, self.dtype)
+        """Elements one load moves: the largest power of two dividing ``hidden`` up to 16
+        bytes, or 16 bytes' worth in a window (:func:`~specdsl.kernels._rows.row_vectors`)."""
+        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual,
+                         self.rows_per_cta)[0]
+
+    @property
+    def windowed(self) -> bool:
+        """Are rows walked in a window of 16-byte vectors (``templates/window.ptx.j2``: a
+        ``hidden`` no vector of 8 bytes or more divides)? Arrays then need 16-byte alignment."""
+        return self.hidden % self.vector != 0
 
     @property
     def vector_bytes(self) -> int:
@@ -205,13 +225,15 @@ class RMSNorm:
     @property
     def vectors_per_thread(self) -> int:
         """Vectors of a row (of a chunk, for a chunked row) each thread keeps in registers."""
-        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual)[2]
+        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual,
+                         self.rows_per_cta)[2]
 
     @property
     def chunks(self) -> int:
         """Pieces a row is processed in: 1 when it fits the registers (x is read once),
         else the two passes walk this many chunks."""
-        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual)[3]
+        return _geometry(self.hidden, self.dtype, self.block, self.fused_residual,
+                         self.rows_per_cta)[3]
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per

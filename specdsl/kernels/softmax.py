@@ -22,9 +22,11 @@ from ._rows import (
     most_vectors_per_thread,
     row_block,
     row_launch_dims,
+    row_vectors,
     threads_for,
     vector_elements,
     vector_registers,
+    windowed,
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 
@@ -35,6 +37,7 @@ __all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MA
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
 MAX_COLS = 262144
 
+_MOST_CHUNKS = 8  # chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it)
 #: Most 16-byte vectors of a row one thread holds in registers at a time (32 words;
 #: narrower vectors: 16 of 8 bytes, 32 of 4 or 2, see ``_rows.most_vectors_per_thread``).
 VECTORS_PER_THREAD = 8
@@ -58,21 +61,32 @@ def default_block(cols: int, dtype: DType) -> int:
 
     See :func:`specdsl.kernels._rows.row_block`: at most 256 threads with at least two
     16-byte vectors each, up to :data:`VECTORS_PER_THREAD` (cols 8192 bf16: 256 x 4;
-    32768: 512 x 8; narrower vectors for lengths that are not a multiple of 16 bytes).
+    32768: 512 x 8; a window's vectors, :func:`~specdsl.kernels._rows.row_vectors`).
     """
-    return _block_for(cols, vector_elements(cols, dtype), dtype)
+    return _block_for(*_layout(cols, dtype, 1, 1), dtype)
 
 
-def _block_for(cols: int, lanes: int, dtype: DType) -> int:
-    return row_block(cols // lanes, vector_registers(lanes, dtype), preferred_threads=256)
+def _layout(cols: int, dtype: DType, split: int, rows_per_cta: int) -> tuple[int, int]:
+    """(elements a vector, vectors of a CTA's part of a row), as softmax.ptx.j2: a window
+    (split 1, a row a CTA, 8 chunks at most), else the widest vector dividing ``cols``."""
+    if split == 1 and rows_per_cta == 1 and windowed(cols, dtype):
+        lanes, vectors = row_vectors(cols, dtype, True)
+        if vectors <= _MOST_CHUNKS * 1024 * VECTORS_PER_THREAD:  # else too long a window
+            return lanes, vectors
+    lanes = vector_elements(cols, dtype)
+    return lanes, cols // split // lanes
+
+
+def _block_for(lanes: int, vectors: int, dtype: DType) -> int:
+    return row_block(vectors, vector_registers(lanes, dtype), preferred_threads=256)
 
 
 def _default_block_of(spec: Any) -> int:
-    # a split out of range is refused by its validator: size the block for the whole row
+    # a split out of range or not into whole vectors is refused by its validator: size the
+    # block for the whole row (rows_per_cta, set after block, is taken as 1, its default)
     split = spec.split if 1 <= spec.split <= MAX_SPLIT else 1
-    lanes = vector_elements(spec.cols, spec.dtype)  # of the whole row: rows are cols apart
-    return _block_for(spec.cols // split, lanes, spec.dtype) if spec.cols % (lanes * split) == 0 \
-        else _block_for(spec.cols, lanes, spec.dtype)
+    split = 1 if spec.cols % (vector_elements(spec.cols, spec.dtype) * split) else split
+    return _block_for(*_layout(spec.cols, spec.dtype, split, 1), spec.dtype)
 
 
 def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
@@ -113,31 +127,29 @@ def _check_split(instance: Any, attribute: Any, split: int) -> None:
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
-    lanes = vector_elements(instance.cols, instance.dtype)
+    lanes, vectors = _layout(instance.cols, instance.dtype, instance.split, instance.rows_per_cta)
     most = most_vectors_per_thread(lanes, instance.dtype)
-    vectors = instance.cols // instance.split // lanes
     if instance.split > 1:
         if _chunks(vectors, most, block) > 1:
             least = threads_for(vectors, most)
             raise ValueError(f"expected at least {least} threads with split={instance.split}: "
                              f"each CTA holds its slice of {vectors} vectors in registers, "
                              f"{most} a thread")
-    elif _chunks(vectors, most, block) > 8:
+    elif _chunks(vectors, most, block) > _MOST_CHUNKS:
         least = threads_for(vectors, 8 * most)
         raise ValueError(f"expected at least {least} threads: a row of {vectors} vectors is "
                          f"held in at most 8 chunks of {most} vectors a thread")
 
 
-def _resident_geometry(spec: Any) -> tuple[int, int, int]:
-    """(vectors a thread holds, most it may hold, chunks) of one CTA's part of a row."""
-    lanes = vector_elements(spec.cols, spec.dtype)
+def _resident_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
+    """(vectors a thread holds, most it may hold, chunks) of a CTA's part of a row."""
+    lanes, vectors = _layout(spec.cols, spec.dtype, spec.split, rows_per_cta)
     most = most_vectors_per_thread(lanes, spec.dtype)
-    vectors = spec.cols // spec.split // lanes
     return min(most, cdiv(vectors, spec.block)), most, _chunks(vectors, most, spec.block)
 
 
 def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
-    per_thread, most, chunks = _resident_geometry(instance)
+    per_thread, most, chunks = _resident_geometry(instance, value)
     check_rows_per_cta(value, chunks, per_thread, most)
     if value > 1 and instance.split > 1:
         raise ValueError("expected 1 with split > 1 (a cluster shares one row)")
@@ -145,13 +157,14 @@ def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
 
 def _default_rows_per_cta(spec: Any) -> int:
     """:data:`ROWS_PER_CTA`, or fewer where the registers cannot hold that many rows (and
-    1 for split or chunked rows)."""
+    1 for split or chunked rows, and rows walked in a window)."""
     if not (isinstance(spec.cols, int) and spec.cols >= 1 and 1 <= spec.split <= MAX_SPLIT) \
             or spec.cols % (vector_elements(spec.cols, spec.dtype) * spec.split):
         return 1  # cols or split is refused: its own validator says why
-    per_thread, most, chunks = _resident_geometry(spec)
+    per_thread, most, chunks = _resident_geometry(spec, 1)
     fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
-    return fits[0] if chunks == 1 and spec.split == 1 else 1
+    plain = chunks == 1 and spec.split == 1 and not windowed(spec.cols, spec.dtype)
+    return fits[0] if plain else 1
 
 
 def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
@@ -202,11 +215,11 @@ class Softmax:
     (row-major, contiguous, ``dtype``, aligned to one vector, :attr:`vector_bytes`; ``y``
     must not overlap ``x``, which is read through ``ld.global.nc``), ``rows`` (u32).
 
-    Any row length: a row moves in vectors of :attr:`vector` elements, the largest power
-    of two dividing ``cols`` up to 16 bytes (rows are ``cols`` elements apart, so that
-    width keeps every row aligned): 16-byte vectors for multiples of 8 (f16/bf16) or 4
-    (f32), narrower ones for other lengths, one element for odd lengths (a 50257-token
-    vocabulary, 4097 attention scores).
+    Any row length: a row moves in the widest vector dividing ``cols`` (:attr:`vector`),
+    16 or 8 bytes; a ``cols`` no such vector divides (a 50257-token vocabulary, 4097
+    attention scores) is walked in a window of 16-byte vectors, its two edge vectors
+    element by element (:attr:`windowed`, ``templates/window.ptx.j2``), except a split
+    row or several rows a CTA, which take the narrower vector.
 
     Fields:
         cols (baked): row length, 1 to 262144.
@@ -244,7 +257,7 @@ class Softmax:
                                         doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: resident,
-    #: chunked and split rows, and odd rows (one element a vector): 4097 attention scores,
+    #: chunked and split rows, and rows at any phase (a window): 4097 attention scores,
     #: a 50257-token vocabulary (chunked in f32), 131073 (chunked).
     variants = (
         [{"cols": c, "dtype": d, "split": s} for c in (4096, 32768, 131072)
@@ -262,9 +275,15 @@ class Softmax:
 
     @property
     def vector(self) -> int:
-        """Elements one load moves: the largest power of two dividing ``cols``, at most
-        16 bytes' worth (see :func:`~specdsl.kernels._rows.vector_elements`)."""
-        return vector_elements(self.cols, self.dtype)
+        """Elements one load moves: the largest power of two dividing ``cols`` up to 16 bytes,
+        or 16 bytes' worth in a window (:func:`~specdsl.kernels._rows.row_vectors`)."""
+        return _layout(self.cols, self.dtype, self.split, self.rows_per_cta)[0]
+
+    @property
+    def windowed(self) -> bool:
+        """Are rows walked in a window of 16-byte vectors (``templates/window.ptx.j2``: a
+        ``cols`` no vector of 8 bytes or more divides)? Arrays then need 16-byte alignment."""
+        return self.cols % self.vector != 0
 
     @property
     def vector_bytes(self) -> int:
@@ -274,7 +293,7 @@ class Softmax:
     @property
     def chunks(self) -> int:
         """Register-sized pieces a CTA's part of a row is processed in (1: x is read once)."""
-        return _chunks(self.cols // self.split // self.vector,
+        return _chunks(_layout(self.cols, self.dtype, self.split, self.rows_per_cta)[1],
                        most_vectors_per_thread(self.vector, self.dtype), self.block)
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

@@ -84,7 +84,7 @@ def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
         plan = _FUSED_PLANS.keep(key, _plan(_FUSED, x, weight, residual, eps))
     out = torch.empty_like(x)
     if plan.rows:
-        _runtime.launch(plan, (x, residual, weight, out, plan.rows), index)
+        _runtime.launch(plan, (x, residual, weight, out, plan.rows), index, writes=(1,))
     return out
 
 

@@ -106,12 +106,17 @@ def current_stream(index: int) -> Any:
     return torch.cuda.current_stream(index)
 
 
-def launch(plan: Plan, args: tuple[Any, ...], index: int) -> None:
+def launch(plan: Plan, args: tuple[Any, ...], index: int, writes: tuple[int, ...] = ()) -> None:
     """Launch ``plan``'s request with ``args`` (in ``.param`` order) and its geometry, on
     torch's current stream of CUDA device ``index``.
 
     The launch runs with that device current (the kernel is launched in the current
     context), and torch's current device is left as it was.
+
+    A row walked in a window (``plan.realign``: odd lengths) needs 16-byte aligned
+    tensors, where the narrow vectors it replaced took any element-aligned one (a row
+    slice such as ``logits[1:]``): a tensor that is not aligned is copied into one that
+    is, and ``args[i]`` for ``i`` in ``writes`` (written in place) copied back after.
 
     Raises:
         LaunchError: an argument, the geometry or the stream is refused (see
@@ -121,11 +126,30 @@ def launch(plan: Plan, args: tuple[Any, ...], index: int) -> None:
     bound = _bound.get((plan, index))
     if bound is None:
         bound = _bind(plan, index)
+    copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if plan.realign and any(isinstance(a, torch.Tensor) and a.data_ptr() % plan.realign
+                            for a in args):
+        args, copies = _realigned(args, plan.realign, writes)
     if torch._C._cuda_getDevice() == index:  # torch.cuda.current_device(), less its checks
         bound(*args)
     else:
         with torch.cuda.device(index):
             bound(*args)
+    for original, copy in copies:  # on the launch's stream: after the kernel
+        original.copy_(copy)
+
+
+def _realigned(args: tuple[Any, ...], align: int, writes: tuple[int, ...]
+               ) -> tuple[tuple[Any, ...], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """``args`` with each tensor not aligned to ``align`` bytes replaced by a copy (torch's
+    allocator aligns to far more), and the (original, copy) pairs of those in ``writes``."""
+    found, back = list(args), []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.data_ptr() % align:
+            found[i] = a.clone()
+            if i in writes:
+                back.append((a, found[i]))
+    return tuple(found), back
 
 
 def _bind(plan: Plan, index: int) -> Callable[..., None]:

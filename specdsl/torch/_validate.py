@@ -164,11 +164,15 @@ class Plan:
     dims: Any
     #: The shapes of the outputs not shaped like the op's input, in the op's order.
     shapes: tuple[tuple[int, ...], ...]
+    #: The alignment (bytes) a row walked in a window needs of every tensor; 0 where the
+    #: request declares its own (see ``_runtime.launch``).
+    realign: int = 0
 
 
 def plan(spec: Any, rows: int, *shapes: tuple[int, ...]) -> Plan:
     """The :class:`Plan` launching ``spec`` over ``rows`` rows, allocating ``shapes``."""
-    return Plan(spec, rows, spec.launch_dims(rows) if rows else None, shapes)
+    realign = spec.vector_bytes if getattr(spec, "windowed", False) else 0
+    return Plan(spec, rows, spec.launch_dims(rows) if rows else None, shapes, realign)
 
 
 #: Combinations an op remembers before its memo starts over (plans are rebuilt, and the
