@@ -152,6 +152,9 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_norm._softmax(torch, 16384, cols, block=block)
         for cols, blocks in ((4096, (256,)), (4097, (192, 256)), (50264, (800, 1024)),
                              (50257, (800, 1024))) for block in blocks] + [
+        cases_norm._softmax(torch, 16384, 4097, **fields)
+        for fields in ({"block": 288}, {"block": 288, "min_ctas_per_sm": 7},
+                       {"block": 192, "min_ctas_per_sm": 8})] + [
         cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)
         for hidden, blocks in ((4096, (256,)), (4097, (256, 288))) for block in blocks],
     # the latency-bound decode shapes: CTA size and vectors per thread

@@ -11,6 +11,7 @@ from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import Fp8Quant
+from specdsl.kernels._rows import row_vectors
 from specdsl.kernels.case import TOLERANCE, Output, from_bits, to_bits
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE, example, reference
 
@@ -241,12 +242,18 @@ ODD = (1, 7, 4097, 50257, 131073)
 
 @pytest.mark.parametrize("hidden,dtype,block", [
     (4096, "bf16", 256), (16384, "bf16", 256), (18432, "bf16", 288), (28672, "bf16", 448),
-    (65536, "bf16", 1024), (18432, "f32", 576), (4097, "bf16", 256), (1, "f16", 256)])
+    (65536, "bf16", 1024), (18432, "f32", 576), (4097, "bf16", 288), (1, "f16", 256),
+    (4097, "f32", 544), (16385, "bf16", 288)])
 def test_default_block_follows_the_row(hidden, dtype, block):
     """A request naming only the shape is never refused: 256 threads up to 2048 16-byte
     vectors a row (as before), then the fewest warps that hold the row (DeepSeek-V3's
-    18432 and Llama-3.1-70B's 28672 were refused with block=256)."""
-    assert Fp8Quant(hidden=hidden, dtype=dtype).block == block
+    18432 and Llama-3.1-70B's 28672 were refused with block=256); a window, 2 vectors a
+    thread where 1024 threads hold it so (and then 32 registers a thread: .minnctapersm)."""
+    spec = Fp8Quant(hidden=hidden, dtype=dtype)
+    assert spec.block == block
+    bound = f".minnctapersm {min(32, 2048 // block)} "  # 2048 threads, 32 CTAs an SM
+    assert (bound in render(spec)) == (spec.windowed and spec.chunks == 1
+                                       and 2 * block >= row_vectors(hidden, spec.dtype, True)[1])
 
 
 @pytest.mark.parametrize("hidden,dtype,vector", [

@@ -50,8 +50,16 @@ def default_block(hidden: int, dtype: DType) -> int:
     """Threads per CTA for rows of ``hidden`` elements (the ``block`` default):
     :data:`DEFAULT_BLOCK`, or the fewest whole warps that hold a longer row in registers
     (``Fp8Quant(hidden=18432)``: 288 threads; 28672: 448), 1024 for rows longer than
-    that (which then take chunks)."""
-    lanes, vectors = row_vectors(hidden, dtype, windowed(hidden, dtype))
+    that (which then take chunks). A row walked in a window gets 2 vectors a thread where
+    1024 threads hold it so (4097 bf16: 288 threads; the kernel then keeps to 32
+    registers a thread, ``.minnctapersm``)."""
+    window = windowed(hidden, dtype)
+    lanes, vectors = row_vectors(hidden, dtype, window)
+    if window and threads_for(vectors, 2) <= 1024:
+        # 2 vectors a thread: the kernel then keeps to 32 registers (.minnctapersm), every
+        # SM full; 4097 bf16: 52.1 us at 288 threads against 60.8 at 256 (3 sweeps, 40
+        # registers), 4096: 49.7 (H200, benchmarks/variants.py odd-block)
+        return max(DEFAULT_BLOCK, threads_for(vectors, 2))
     return min(1024, max(DEFAULT_BLOCK, threads_for(vectors, most_vectors_per_thread(lanes, dtype))))
 
 

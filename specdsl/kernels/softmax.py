@@ -235,8 +235,8 @@ class Softmax:
             rows, split 1, at most 8 16-byte vectors a thread in all): their maxima meet in
             one CTA reduction and their sums in another. Default :data:`ROWS_PER_CTA`
             where the registers hold it, else 1.
-        min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then
-            keeps to 65536 / (that x ``block``) registers a thread; None: 1024 / ``block``.
+        min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then keeps
+            to 65536 / (that x ``block``) registers; None: 1024 / ``block`` (2048: a window).
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
