@@ -14,7 +14,9 @@ or by hand (clocks left alone, as the Firecracker machines need; only the marked
 
 Groups: ``large`` (the default): every built-in (RMSNorm, fused add RMSNorm, Softmax, RoPE,
 SiluMul, Fp8Quant) at 16384 tokens x 4096 and x 8192, bf16; ``norm``: RMSNorm 16384 x 4096 and
-16384 x 8192, Softmax 16384 x 8192; ``small``: SiluMul at 1 and 16 tokens (d 4096).
+16384 x 8192, Softmax 16384 x 8192; ``small``: SiluMul at 1 and 16 tokens (d 4096); ``odd``:
+RMSNorm and Fp8Quant at 4096 and 4097, Softmax at 50264 and 50257 (16384 tokens; issue 14's odd
+lengths); ``fused``: fused add RMSNorm at 16384 x 4096 and x 8192.
 
 For each case, every implementation (specdsl, Liger-Kernel, torch.compile, torch eager:
 ``--impls``) is checked against the float64 reference (``harness.check_all``) and called
@@ -68,6 +70,15 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
                            cases_norm._rmsnorm(torch, 16384, 8192, False),
                            cases_norm._softmax(torch, 16384, 8192)],
     "small": lambda torch: [cases_pointwise._silu_mul(torch, tokens, 4096) for tokens in (1, 16)],
+    # issue 14: odd row lengths beside the nearest multiple of 8
+    "odd": lambda torch: [cases_norm._rmsnorm(torch, 16384, 4096, False),
+                          cases_norm._rmsnorm(torch, 16384, 4097, False),
+                          cases_norm._softmax(torch, 16384, 50264),
+                          cases_norm._softmax(torch, 16384, 50257),
+                          cases_pointwise._fp8_quant(torch, 16384, 4096),
+                          cases_pointwise._fp8_quant(torch, 16384, 4097)],
+    # issue 15: fused add RMSNorm, where Liger is ahead
+    "fused": lambda torch: [cases_norm._rmsnorm(torch, 16384, width, True) for width in LARGE_WIDTHS],
 }
 
 

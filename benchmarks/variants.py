@@ -148,10 +148,10 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     # rows at any phase (window.ptx.j2): CTA sizes of the odd lengths, beside the aligned ones
     "odd-block": lambda torch: [
         cases_norm._rmsnorm(torch, 16384, hidden, False, block=block)
-        for hidden, blocks in ((4096, (256,)), (4097, (256, 288, 512))) for block in blocks] + [
+        for hidden, blocks in ((4096, (256,)), (4097, (256, 288, 512, 544))) for block in blocks] + [
         cases_norm._softmax(torch, 16384, cols, block=block)
-        for cols, blocks in ((4096, (256,)), (4097, (192, 256)), (50264, (800, 1024)),
-                             (50257, (800, 1024))) for block in blocks] + [
+        for cols, blocks in ((4096, (256,)), (4097, (192, 256)), (50264, (800, 928, 1024)),
+                             (50257, (800, 928, 1024))) for block in blocks] + [
         cases_norm._softmax(torch, 16384, 4097, **fields)
         for fields in ({"block": 288}, {"block": 288, "min_ctas_per_sm": 7},
                        {"block": 192, "min_ctas_per_sm": 8})] + [
