@@ -17,7 +17,7 @@ from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, reference
-from windowsim import every_phase
+from windowsim import every_phase, loads_in_array
 
 # Smallest row, an odd LLM size (2880: guarded last sweep), a common one, the largest.
 HIDDEN = {DType.BF16: (8, 2880, 4096, 65536), DType.F16: (8, 2880, 4096, 65536),
@@ -206,8 +206,8 @@ def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
         elements = {i: 1 for i in range(hidden)}
         cover = partial(every_phase, element_bytes=spec.dtype.size, lanes=spec.vector,
                         threads=spec.block)
-        assert cover(ptx, "ld", ("%rd8",) if chunked else ("%rd4",)) == \
-            [[elements] * (2 if chunked else 1)] * spec.vector
+        assert loads_in_array(ptx, ("%rd8",) if chunked else ("%rd4",), spec.dtype.size,
+                              spec.vector, spec.block, hidden, passes=2 if chunked else 1) == []
         assert cover(ptx, "st", ("%rd10",) if chunked else ("%rd6",)) == [[elements]] * spec.vector
         if fused:
             written = cover(ptx, "st", ("%rd9",) if chunked else ("%rd7",))
@@ -227,8 +227,9 @@ def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
 
 def test_coverage_model_catches_a_wrong_guard():
     """The models fail a row whose last guard lets one thread too many through (2880: 360
-    vectors on 192 threads), and a window whose whole-vector test lets a vector past the
-    row's end through (4097: elements past the row, at the phases that reach them)."""
+    vectors on 192 threads), a window whose whole-vector test lets a vector past the
+    row's end through (4097: elements past the row, at the phases that reach them), and a
+    last row whose tail edge is loaded whole (past the array's end)."""
     ptx = render(RMSNorm(hidden=2880))
     broken = ptx.replace("setp.lt.u32         %pg1, %r3, 168;", "setp.lt.u32         %pg1, %r3, 169;")
     assert broken != ptx
@@ -237,11 +238,17 @@ def test_coverage_model_catches_a_wrong_guard():
     spec = RMSNorm(hidden=4097)
     ptx = render(spec)
     broken = ptx.replace(", 4089;", ", 4090;")
-    assert broken.count(", 4090;") == 6
+    assert broken.count(", 4090;") == 9
     every = [[{i: 1 for i in range(4097)}]] * 8
     assert every_phase(ptx, "st", ("%rd6",), 2, 8, spec.block) == every
     wrong = every_phase(broken, "st", ("%rd6",), 2, 8, spec.block)
     assert wrong != every and any(4097 in p[0] for p in wrong)
+    # the last row's tail loaded whole: past the array's end
+    assert loads_in_array(ptx, ("%rd4",), 2, 8, spec.block, 4097) == []
+    whole_tail = ptx.replace("and.pred            %pe, %pe, %pnext;", "and.pred            %pe, %pe, %pe;")
+    assert whole_tail != ptx
+    assert "phase 1, last=True: loads outside the row [4097, 4098, 4099, 4100, 4101, 4102]" \
+        in loads_in_array(whole_tail, ("%rd4",), 2, 8, spec.block, 4097)
 
 
 @pytest.mark.parametrize("hidden,dtype,fused,chunks", [
@@ -256,7 +263,8 @@ def test_long_rows_take_chunks(hidden, dtype, fused, chunks):
     assert spec.chunks == chunks
     ptx = render(spec)
     labels = re.findall(r"bra\s+(\w+);", ptx)
-    loops = [label for label in labels if not label.endswith(("_edge", "_done"))]  # a window's
+    loops = [label for label in labels  # less a window's edge labels
+             if not label.endswith(("_edge", "_done", "_kept", "_shift", "_shifted"))]
     assert loops == (["DONE", "PASS1", "PASS2"] if chunks > 1 else ["DONE"])
 
 

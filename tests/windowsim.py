@@ -9,8 +9,10 @@ by side (NumPy arrays over the CTA) through the branches, each thread on its own
 
 * u32/s32 ``mov``, ``add``, ``sub``, ``mul.lo``, ``and`` and ``setp`` on registers it
   knows (``%tid.x``; ``%ctaid.x`` and ``%clusterid.x`` are row 0; ``ld.param.u32`` of
-  ``rows`` is 1); the thread's first element ``%first0`` is ``tid * lanes - phase``
-  whatever the PTX computes for it (the phase of row 0 is 0: the model sets it);
+  ``rows`` and ``%nctaid.x`` are 1, the row the last of the array, or 2 with ``last``
+  false), and ``and.pred``/``or.pred``; the thread's first element ``%first0`` is
+  ``tid * lanes - phase`` whatever the PTX computes for it (the phase of row 0 is 0: the
+  model sets it);
 * forward branches (``@%p bra``, ``@!%p bra``, ``bra``): a thread that takes one waits
   at its label; a loop's closing branch must be taken by every running thread alike;
 * each cursor (a pointer to the thread's first element) moves by ``add.u64 c, c, n``
@@ -31,7 +33,7 @@ import numpy as np
 
 from ptxsim import SimError, check_loops
 
-__all__ = ["window_coverage"]
+__all__ = ["window_coverage", "every_phase", "loads_in_array"]
 
 _SIZES = {"v4.b32": 16, "v2.b32": 8, "b32": 4, "b16": 2, "b8": 1}
 _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
@@ -44,14 +46,16 @@ _ARITH = re.compile(r"^(mov|add|sub|mul\.lo|and)\.[bsu]32\s+(%\w+),\s*([%\w.-]+)
 _STEP = re.compile(r"^add\.u64\s+(%\w+),\s*\1,\s*(\d+);$")
 _RESET = re.compile(r"^mov\.u64\s+(%\w+),\s*%rd\d+;$")
 _ROWS = re.compile(r"^ld\.param\.u32\s+(%\w+),\s*\[rows\];$")
+_LOGIC = re.compile(r"^(and|or)\.pred\s+(%\w+),\s*(%\w+),\s*(%\w+);$")
 
 
 def window_coverage(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: int,
-                    lanes: int, threads: int, phase: int) -> list[dict[int, int]]:
+                    lanes: int, threads: int, phase: int, last: bool = True) -> list[dict[int, int]]:
     """``[{row element: times}, ...]``, one dict a pass, of the accesses ``op`` (``"ld"``
     or ``"st"``) through ``cursors`` (arrays of ``element_bytes``-byte elements) by
-    ``threads`` threads, for a row at ``phase`` (0 to lanes - 1). An element outside the
-    row shows as its (negative or too large) index.
+    ``threads`` threads, for a row at ``phase`` (0 to lanes - 1), the last of its array
+    or (``last`` false) one with a next row. An element outside the row shows as its
+    (negative or too large) index.
 
     Raises:
         SimError: from :func:`ptxsim.check_loops`, or a branch or guard on a predicate the
@@ -71,9 +75,13 @@ def window_coverage(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: 
     waiting = np.full(threads, -1)  # the line of the label a thread waits for
     passes: list[list[np.ndarray]] = []  # the element indices each pass touched
 
+    rows = 1 if last else 2
+
     def value(operand: str) -> np.ndarray | None:
         if operand in ("%ctaid.x", "%clusterid.x"):
             return np.zeros(threads, dtype=np.int64)
+        if operand == "%nctaid.x":
+            return np.full(threads, rows, dtype=np.int64)
         if operand.startswith("%"):
             return regs.get(operand)
         try:
@@ -129,7 +137,11 @@ def window_coverage(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: 
                 fresh = _COMPARE[m[1]](a, b)
                 preds[m[3]] = np.where(active & guard, fresh, preds.get(m[3], fresh))
         elif m := _ROWS.match(line):
-            regs[m[1]] = np.ones(threads, dtype=np.int64)
+            regs[m[1]] = np.full(threads, rows, dtype=np.int64)
+        elif m := _LOGIC.match(line):
+            a, b = predicate(m[3], "", lines[i]), predicate(m[4], "", lines[i])
+            fresh = (a & b) if m[1] == "and" else (a | b)
+            preds[m[2]] = np.where(active & guard, fresh, preds.get(m[2], fresh))
         elif (m := _ARITH.match(line)) and m[2] != "%first0":  # the model sets %first0
             a = value(m[3])
             b = value(m[4]) if m[4] else a
@@ -175,7 +187,35 @@ def _arith(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def every_phase(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: int, lanes: int,
-                threads: int) -> list[list[dict[int, int]]]:
+                threads: int, last: bool = True) -> list[list[dict[int, int]]]:
     """:func:`window_coverage` at each phase a row can start at, 0 to ``lanes`` - 1."""
-    return [window_coverage(ptx, op, cursors, element_bytes, lanes, threads, phase)
+    return [window_coverage(ptx, op, cursors, element_bytes, lanes, threads, phase, last)
             for phase in range(lanes)]
+
+
+def loads_in_array(ptx: str, cursors: tuple[str, ...], element_bytes: int, lanes: int,
+                   threads: int, length: int, passes: int = 1) -> list[str]:
+    """What is wrong with the loads through ``cursors`` of a row of ``length`` elements,
+    at every phase, as the last row of its array and as one with a next row ([]: nothing).
+
+    Each pass must load every element of the row once. A whole edge vector may also load,
+    once each, the elements of the previous row before the row's start (at most lanes - 1
+    of them) and, where a next row follows, of that row after its end; never anything past
+    the array's end (the last row's tail)."""
+    wrong = []
+    for last in (True, False):
+        after = set() if last else set(range(length, length + lanes - 1))
+        allowed = set(range(-(lanes - 1), 0)) | after
+        for phase, found in enumerate(every_phase(ptx, "ld", cursors, element_bytes, lanes,
+                                                  threads, last)):
+            if len(found) != passes:
+                wrong.append(f"phase {phase}, last={last}: {len(found)} passes")
+            for touched in found:
+                inside = {i: n for i, n in touched.items() if 0 <= i < length}
+                outside = {i: n for i, n in touched.items() if not 0 <= i < length}
+                if inside != dict.fromkeys(range(length), 1):
+                    wrong.append(f"phase {phase}, last={last}: the row's elements not once each")
+                if set(outside) - allowed or set(outside.values()) - {1}:
+                    wrong.append(f"phase {phase}, last={last}: loads outside the row "
+                                 f"{sorted(set(outside) - allowed)[:8]}")
+    return wrong
