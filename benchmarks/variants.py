@@ -157,6 +157,10 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                        {"block": 192, "min_ctas_per_sm": 8})] + [
         cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)
         for hidden, blocks in ((4096, (256,)), (4097, (256, 288))) for block in blocks],
+    # rows of 5 to 8 vectors a thread in registers (hidden 24576 to 65536 bf16), which spilled
+    "wide-rows": lambda torch: [
+        cases_norm._rmsnorm(torch, 4096, hidden, fused)
+        for hidden in (25600, 32768, 65536) for fused in (False, True)],
     # the latency-bound decode shapes: CTA size and vectors per thread
     "silu-small": lambda torch: [
         cases_pointwise._silu_mul(torch, tokens, 4096, unroll=unroll, block=block)

@@ -225,6 +225,19 @@ def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
         assert [p for p in written if p] == [vectors]  # pass 2 moves %rd9 to the weight
 
 
+@pytest.mark.parametrize("dtype,hidden,fused,spilled", [
+    ("f16", 32768, True, 280), ("f16", 50176, True, 256), ("f16", 41984, True, 164),
+    ("bf16", 29696, True, 100), ("bf16", 65536, False, 16)])
+def test_wide_rows_in_registers_do_not_spill(dtype, hidden, fused, spilled):
+    """Rows of 5 to 8 vectors a thread in registers convert each element again after the
+    reduction (an identity prmt ptxas cannot see through), instead of keeping every f32
+    value live across it: these requests spilled `spilled` bytes before, none now."""
+    spec = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused)
+    assert spec.chunks == 1 and spec.vectors_per_thread > 4
+    assert "prmt.b32            %w0, %w0, 0, %tmp;" in render(spec)
+    assert_no_spills(assemble(spec))
+
+
 def test_coverage_model_catches_a_wrong_guard():
     """The models fail a row whose last guard lets one thread too many through (2880: 360
     vectors on 192 threads), a window whose whole-vector test lets a vector past the
