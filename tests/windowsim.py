@@ -50,7 +50,8 @@ _LOGIC = re.compile(r"^(and|or)\.pred\s+(%\w+),\s*(%\w+),\s*(%\w+);$")
 
 
 def window_coverage(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: int,
-                    lanes: int, threads: int, phase: int, last: bool = True) -> list[dict[int, int]]:
+                    lanes: int, threads: int, phase: int,
+                    last: bool = True) -> list[dict[int, int]]:
     """``[{row element: times}, ...]``, one dict a pass, of the accesses ``op`` (``"ld"``
     or ``"st"``) through ``cursors`` (arrays of ``element_bytes``-byte elements) by
     ``threads`` threads, for a row at ``phase`` (0 to lanes - 1), the last of its array
