@@ -116,7 +116,7 @@ class Fp8Quant:
 
     Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
     16 or 8 bytes; a ``hidden`` no such vector divides is walked in a window of 16-byte
-    vectors, its two edge vectors element by element (:attr:`windowed`,
+    vectors, its two edge vectors' codes stored element by element (:attr:`windowed`,
     ``templates/window.ptx.j2``). A row that ``block``
     threads hold in registers (32 registers a thread: 65536 f16/bf16 elements at 1024
     threads, 32768 f32) is read once; a longer one (:attr:`chunks` > 1) is walked in

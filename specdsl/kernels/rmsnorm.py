@@ -140,9 +140,11 @@ class RMSNorm:
     Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
     16 or 8 bytes. A ``hidden`` no such vector divides is walked in a window of 16-byte
     vectors (:attr:`windowed`, ``templates/window.ptx.j2``): rows start at different
-    phases of a vector, the kernel moves the aligned vectors that cover each row, the two
-    edge vectors element by element, and reads the weight element by element (its
-    vectors do not line up with the row's). Several rows a CTA (``rows_per_cta`` > 1) of
+    phases of a vector, the kernel moves the aligned vectors that cover each row, stores
+    the two edge vectors element by element (and, with the residual, loads them so; a
+    row without it loads them whole, their bytes outside the row being the neighbour
+    rows'), and reads the weight funnel-shifted from two aligned vectors or element by
+    element (its vectors do not line up with the row's). Several rows a CTA (``rows_per_cta`` > 1) of
     such a length move in the narrower vector instead (one element for odd lengths). Rows that fit
     ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take
     two passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and

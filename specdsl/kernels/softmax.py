@@ -136,9 +136,9 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
                              f"each CTA holds its slice of {vectors} vectors in registers, "
                              f"{most} a thread")
     elif _chunks(vectors, most, block) > _MOST_CHUNKS:
-        least = threads_for(vectors, 8 * most)
+        least = threads_for(vectors, _MOST_CHUNKS * most)
         raise ValueError(f"expected at least {least} threads: a row of {vectors} vectors is "
-                         f"held in at most 8 chunks of {most} vectors a thread")
+                         f"held in at most {_MOST_CHUNKS} chunks of {most} vectors a thread")
 
 
 def _resident_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
@@ -218,7 +218,7 @@ class Softmax:
     Any row length: a row moves in the widest vector dividing ``cols`` (:attr:`vector`),
     16 or 8 bytes; a ``cols`` no such vector divides (a 50257-token vocabulary, 4097
     attention scores) is walked in a window of 16-byte vectors, its two edge vectors
-    element by element (:attr:`windowed`, ``templates/window.ptx.j2``), except a split
+    stored element by element (:attr:`windowed`, ``templates/window.ptx.j2``), except a split
     row or several rows a CTA, which take the narrower vector.
 
     Fields:
