@@ -397,8 +397,59 @@ def test_rows_per_cta_share_one_barrier_and_the_weight():
     assert ptx.count("bar.sync") == 1 and ptx.count("[%rd5+") == 2  # two weight vectors
     assert "// CTA add-reduce of %acc0,%acc2 over 8 warp(s) in rmsnorm_partial" in ptx
     assert "setp.lt.u32         %prow1, %r9, %r2;" in ptx
-    assert "@%prow1 st.global.L1::no_allocate.v4.b32 [%rd6+8192]" in ptx
+    assert "@%prow1 st.global.v4.b32 [%rd6+8192]" in ptx
     assert spec.launch_dims(7) == ((4, 1, 1), (256, 1, 1))
+
+
+_KEPT_LOAD = re.compile(r"(@%pg\d+ )?ld\.global(?:\.nc)?\.L2::cache_hint\.v4\.b32 \{[^}]*\}, "
+                        r"\[(%rd[47])\+(\d+)\], %keep;")
+_DEMOTE = re.compile(r"@(%pline[01]) applypriority\.global\.L2::evict_normal \[(%rd1[23])\+(\d+)\], 128;")
+
+
+@pytest.mark.parametrize("spec", [
+    RMSNorm(hidden=4096, fused_residual=True), RMSNorm(hidden=8192, dtype="f16", fused_residual=True),
+    RMSNorm(hidden=2880, fused_residual=True), RMSNorm(hidden=16384, fused_residual=True),
+    RMSNorm(hidden=4096, dtype="f32", fused_residual=True)], ids=repr)
+def test_residual_rows_keep_their_lines_until_read(spec):
+    """With the residual, x and residual load under an L2 evict_last policy, and every line
+    they load is demoted to evict_normal once the sum of squares has read it, before the CTA
+    reduction: lanes 0, 8, 16 and 24 (lane & 7 == 0) at the 128-byte line of their vector,
+    one applypriority per load, under the load's own guard where the sweep runs past the row.
+    (The H200 figures and why: docs/kernels/rmsnorm.md, "Cache hints".)"""
+    ptx = render(spec)
+    loads = _KEPT_LOAD.findall(ptx)
+    assert len(loads) == 2 * spec.vectors_per_thread
+    line_of = {"%rd12": "%rd4", "%rd13": "%rd7"}
+    demotes = [(pred, line_of[line], int(offset)) for pred, line, offset in _DEMOTE.findall(ptx)]
+    assert sorted((base, int(offset)) for _, base, offset in loads) == sorted(
+        (base, offset) for _, base, offset in demotes)
+    guarded = {int(offset) for guard, _, offset in loads if guard}
+    assert all((pred == "%pline1") == (offset in guarded) for pred, _, offset in demotes)
+    for guard in {g.strip() for g, _, _ in loads if g}:
+        assert f"and.pred            %pline1, %pline0, {guard[1:]};" in ptx
+    for line in ("and.b32             %r10, %r4, 7;", "setp.eq.u32         %pline0, %r10, 0;",
+                 "and.b64             %rd12, %rd4, -128;", "and.b64             %rd13, %rd7, -128;"):
+        assert line in ptx
+    policy = ptx.index("createpolicy.fractional.L2::evict_last.b64 %keep, 1.0;")
+    squares_summed = ptx.index("add.f32             %acc0, %acc0, %acc1;")
+    first_demote = ptx.index("applypriority")
+    assert policy < ptx.index("], %keep;") < squares_summed < first_demote < ptx.index("bar.sync")
+    assert_no_spills(assemble(spec))
+
+
+@pytest.mark.parametrize("spec,target", [
+    (RMSNorm(hidden=4096), "sm_90"), (RMSNorm(hidden=4097, fused_residual=True), "sm_90"),
+    (RMSNorm(hidden=32768, fused_residual=True), "sm_90"),
+    (RMSNorm(hidden=4096, fused_residual=True, rows_per_cta=2), "sm_90"),
+    (RMSNorm(hidden=4096, dtype="f32", fused_residual=True), "sm_75")], ids=repr)
+def test_other_rows_load_without_a_policy(spec, target):
+    """Rows without the residual (evict_last there costs the next kernel's L2 hits, and
+    demoting its lines costs the gain), windowed rows, rows of more than 4 vectors a thread
+    (they spilled), several rows a CTA, and targets before sm_80 (no createpolicy) load
+    plainly and demote nothing; every store is a plain st.global."""
+    ptx = render(spec, target)
+    assert "%keep" not in ptx and "applypriority" not in ptx
+    assert "st.global.L1::no_allocate" not in ptx and "ld.global.L1::no_allocate" not in ptx
 
 
 def test_tuning_directives():
@@ -475,3 +526,36 @@ def test_gpu_tuning_fields_give_the_default_output(hidden, dtype, fused, fields)
     source = want["residual"] if fused else x
     compare(got["y"], reference(source, weight, float(np.float32(tuned.eps))), tuned.dtype,
             TOLERANCE[tuned.dtype], repr(tuned))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hidden,dtype,offset", [(4096, "bf16", 8), (2880, "f16", 24), (4096, "f32", 4)])
+def test_gpu_residual_rows_off_the_line_match_aligned_ones(hidden, dtype, offset):
+    """x and residual that start 16 to 48 bytes past a 128-byte line (vector-aligned, as the
+    executor requires, but not line-aligned) give y and s bit for bit as aligned arrays: the
+    demotion of their L2 lines rounds each address down to its line, as applypriority needs."""
+    from differential import _launch, poisoned, run_rmsnorm, to_device, to_host
+    from specdsl import Executor
+
+    torch = pytest.importorskip("torch")
+    executor = Executor()
+    spec = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=True)
+    rows = 9
+    rng = np.random.default_rng(hidden + offset)
+    x, residual = (from_bits(to_bits(rng.standard_normal((rows, hidden)), spec.dtype), spec.dtype)
+                   for _ in range(2))
+    weight = from_bits(to_bits(rng.normal(1.0, 0.5, hidden), spec.dtype), spec.dtype)
+    want = run_rmsnorm(executor, torch, spec, x, weight, residual)
+
+    def off_the_line(values: np.ndarray):
+        flat = np.concatenate([np.zeros(offset), values.ravel()])
+        return to_device(torch, to_bits(flat, spec.dtype), spec.dtype)[offset:].view(rows, hidden)
+
+    x_dev, residual_dev = off_the_line(x), off_the_line(residual)
+    assert x_dev.data_ptr() % 128 != 0 and x_dev.data_ptr() % spec.vector_bytes == 0
+    y = poisoned(torch, (rows, hidden), spec.dtype)
+    _launch(executor, torch, spec, [x_dev, residual_dev, to_device(torch, to_bits(weight, spec.dtype),
+                                                                   spec.dtype), y, np.uint32(rows)], rows)
+    np.testing.assert_array_equal(to_host(torch, y, spec.dtype), want["y"])
+    np.testing.assert_array_equal(to_host(torch, residual_dev.contiguous(), spec.dtype),
+                                  want["residual"])

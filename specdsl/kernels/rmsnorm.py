@@ -169,7 +169,7 @@ class RMSNorm:
             ISA "Performance-Tuning Directives"): ptxas then keeps to 65536 / (that x
             ``block``) registers a thread; None: 1024 / ``block`` (64 registers).
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
-            evict first: PTX ISA "Cache Operators") instead of ``.L1::no_allocate``.
+            evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.

@@ -1,0 +1,213 @@
+"""The cache hints of RMSNorm and RMSNormQuant (docs/kernels/rmsnorm.md, "Cache hints").
+
+Run on the GPU machine from the repository root::
+
+    python3 benchmarks/cache_hints.py [--out DIR]     # about a minute
+
+Each case renders a built-in request and times its PTX against edits of the same text, in
+one process and in alternating rounds (device events, median, input sets larger than L2):
+
+- ``round 2``: the hints of before: ``.L1::no_allocate`` on the stores and on the residual's
+  load, no L2 policy;
+- ``plain``: no hint at all (rows with the residual: no evict_last policy, no demotion);
+- ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted.
+
+Beside each time, the **next kernel's L2 reuse**: after the kernel, a 24 MB tensor is summed
+twice and the second sum is timed; lines a kernel leaves at evict_last crowd that tensor out
+of the 60 MB L2, and the second sum takes longer (about 12 us when it stays, 17 when it has
+to come from DRAM). Every edit is checked to write the built-in's outputs bit for bit.
+
+The edited modules launch through specdsl itself (:class:`Variants`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import numpy as np  # noqa: E402
+from harness import Launcher, device_times  # noqa: E402
+
+from specdsl import baked, kernel_spec, render  # noqa: E402
+from specdsl.kernels import RMSNorm, RMSNormQuant  # noqa: E402
+
+
+class Variants:
+    """PTX texts as specdsl requests: each text is written (entry renamed ``variant``) to a
+    template file named by its SHA-256 in a folder of its own, and a spec class whose one
+    baked field names that file includes it; so each edit is its own request, with its own
+    derived key, compiled and launched by the :class:`specdsl.Executor`."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "ptx_variant.ptx.j2").write_text("{% include variant %}\n")
+
+        @kernel_spec(template="ptx_variant.ptx.j2", entry="variant", template_dir=str(folder))
+        class PtxVariant:
+            """A whole PTX module, entry ``variant``, in the template file ``variant``."""
+
+            variant: str = baked(doc="the file name of the PTX text")
+
+        self.spec_class = PtxVariant
+
+    def __call__(self, ptx: str) -> Any:
+        text = re.sub(r"\.entry \w+\(", ".entry variant(", ptx, count=1)
+        name = f"v_{hashlib.sha256(text.encode()).hexdigest()[:24]}.ptx"
+        path = self.folder / name
+        if not path.exists():   # raw: PTX is not Jinja, whatever braces it holds
+            path.write_text("{% raw %}" + text + "{% endraw %}")
+        return self.spec_class(variant=name)
+
+
+#: (label, request, tokens): aligned rows in registers, with and without the residual, and
+#: a chunked row without it (the one kind that keeps .L1::no_allocate on its stores).
+CASES = [
+    ("RMSNorm 16384 x 4096", RMSNorm(hidden=4096), 16384),
+    ("RMSNorm 16384 x 8192", RMSNorm(hidden=8192), 16384),
+    ("RMSNorm + residual 16384 x 4096", RMSNorm(hidden=4096, fused_residual=True), 16384),
+    ("RMSNorm + residual 16384 x 8192", RMSNorm(hidden=8192, fused_residual=True), 16384),
+    ("RMSNorm + residual 4096 x 16384", RMSNorm(hidden=16384, fused_residual=True), 4096),
+    ("RMSNormQuant + residual 16384 x 4096, dynamic",
+     RMSNormQuant(hidden=4096, fused_residual=True, scale_mode="dynamic"), 16384),
+    ("RMSNorm 1024 x 131072 (chunks)", RMSNorm(hidden=131072), 1024),
+]
+
+_DEMOTION = re.compile(r"^.*(applypriority|%pline|%rd1[23], %rd[47], -128|%r10, %r4, 7|"
+                       r"evict_last\.b64 %keep|\.reg \.b64   %keep;|the row is read: its lines|"
+                       r"only vector-aligned).*\n", re.M)
+
+
+def plain(ptx: str) -> str:
+    """``ptx`` without the evict_last policy and the demotion of register-resident rows."""
+    if "applypriority" not in ptx:
+        return ptx
+    return _DEMOTION.sub("", ptx).replace(".L2::cache_hint", "").replace("], %keep;", "];")
+
+
+def round_2(ptx: str) -> str:
+    """``ptx`` with the hints of round 2: .L1::no_allocate on stores and the residual's load."""
+    ptx = plain(ptx)
+    ptx = re.sub(r"ld\.global\.v4\.b32(\s+\{ %q)", r"ld.global.L1::no_allocate.v4.b32\1", ptx)
+    return re.sub(r"st\.global\.v4\.b32", "st.global.L1::no_allocate.v4.b32", ptx)
+
+
+def kept(ptx: str) -> str:
+    """``ptx`` with x (and residual) loaded evict_last and never demoted."""
+    if "applypriority" in ptx:
+        return re.sub(r"^.*applypriority.*\n", "", ptx, flags=re.M)
+    ptx = ptx.replace(".reg .b64   %rd<16>;", ".reg .b64   %rd<16>;\n    .reg .b64   %keep;", 1)
+    ptx = ptx.replace("    // load the row", "    createpolicy.fractional.L2::evict_last.b64 %keep, 1.0;\n"
+                      "    // load the row", 1)
+    return re.sub(r"ld\.global\.nc\.v4\.b32(\s+\{ %w[^}]*\}, \[%rd4\+\d+\]);",
+                  r"ld.global.nc.L2::cache_hint.v4.b32\1, %keep;", ptx)
+
+
+def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
+    """One input set in ``.param`` order: torch tensors, then the row count."""
+    dtype = torch.bfloat16
+    hidden = spec.hidden
+    args = [torch.randn(tokens, hidden, device="cuda", dtype=dtype)]
+    if spec.fused_residual:
+        args.append(torch.randn(tokens, hidden, device="cuda", dtype=dtype))
+    args.append(torch.randn(hidden, device="cuda", dtype=dtype))
+    if isinstance(spec, RMSNormQuant):
+        args += [torch.empty(tokens, hidden, dtype=torch.uint8, device="cuda"),
+                 torch.empty(tokens, dtype=torch.float32, device="cuda")]
+    else:
+        args.append(torch.empty(tokens, hidden, dtype=dtype, device="cuda"))
+    return args + [np.uint32(tokens)]
+
+
+def outputs(args: list[Any], spec: Any) -> list[Any]:
+    """The tensors the kernel writes: y (or q and scale), and the residual it writes back."""
+    written = args[-3:-1] if isinstance(spec, RMSNormQuant) else args[-2:-1]
+    return written + ([args[1]] if spec.fused_residual else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for cache_hints.md")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds, alternating order")
+    parser.add_argument("--launches", type=int, default=40, help="launches timed per round")
+    options = parser.parse_args(argv)
+
+    import torch
+
+    launcher = Launcher(torch)
+    variant = Variants(Path(tempfile.mkdtemp(prefix="specdsl-cache-hints-")))
+    reused = torch.randn(24 * 2**20 // 4, device="cuda")   # 24 MB, under the 60 MB L2
+    rows = ["| case | variant | us | vs built-in | next kernel's 24 MB L2 re-read, us |",
+            "| --- | --- | ---: | ---: | ---: |"]
+    for label, spec, tokens in CASES:
+        ptx = render(spec)
+        variants = {"built-in": ptx, "round 2": round_2(ptx), "plain": plain(ptx),
+                    "evict_last, kept": kept(ptx)}
+        variants = {name: text for name, text in variants.items()
+                    if name == "built-in" or text != ptx}
+        sets = [arguments(torch, spec, tokens) for _ in range(3)]
+        grid, block = spec.launch_dims(tokens)
+
+        requests = {name: variant(text) for name, text in variants.items()}
+
+        def launch(name: str, i: int) -> None:
+            launcher.launch(requests[name], *sets[i % len(sets)], grid=grid, block=block)
+
+        written = {}
+        residual = sets[0][1].clone() if spec.fused_residual else None
+        for name in variants:
+            launch(name, 0)
+            torch.cuda.synchronize()
+            written[name] = [t.clone() for t in outputs(sets[0], spec)]
+            if residual is not None:   # written back in place: the next variant starts alike
+                sets[0][1].copy_(residual)
+        for name, tensors in written.items():
+            if not all(torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+                       for a, b in zip(tensors, written["built-in"], strict=True)):
+                raise SystemExit(f"{label}: {name} writes other outputs than the built-in")
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        reuse: dict[str, list[float]] = {name: [] for name in variants}
+        for round_ in range(options.rounds + 1):
+            order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
+            for name in order:
+                seconds = device_times(torch, lambda i, n=name: launch(n, i), len(sets),
+                                       options.launches)
+                after = []
+                for i in range(10):
+                    launch(name, i)
+                    reused.sum()
+                    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                    start.record()
+                    reused.sum()
+                    end.record()
+                    torch.cuda.synchronize()
+                    after.append(start.elapsed_time(end) * 1e3)
+                if round_:   # round 0 warms up
+                    times[name].append(statistics.median(seconds) * 1e6)
+                    reuse[name].append(statistics.median(after))
+        base = statistics.mean(times["built-in"])
+        for name in variants:
+            us = statistics.mean(times[name])
+            rows.append(f"| {label} | {name} | {us:.1f} | {base / us:.3f}x | "
+                        f"{statistics.median(reuse[name]):.2f} |")
+            print(rows[-1], flush=True)
+        sets.clear()
+        torch.cuda.empty_cache()
+    Path(options.out).mkdir(parents=True, exist_ok=True)
+    (Path(options.out) / "cache_hints.md").write_text("\n".join(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
