@@ -107,6 +107,8 @@ def kept(ptx: str) -> str:
     """``ptx`` with x (and residual) loaded evict_last and never demoted."""
     if "applypriority" in ptx:
         return re.sub(r"^.*applypriority.*\n", "", ptx, flags=re.M)
+    if "createpolicy" in ptx:
+        return ptx   # chunked rows: pass 1 loads x evict_last already, for pass 2
     ptx = ptx.replace(".reg .b64   %rd<16>;", ".reg .b64   %rd<16>;\n    .reg .b64   %keep;", 1)
     ptx = ptx.replace("    // load the row", "    createpolicy.fractional.L2::evict_last.b64 %keep, 1.0;\n"
                       "    // load the row", 1)
