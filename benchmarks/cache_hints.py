@@ -10,7 +10,8 @@ one process and in alternating rounds (device events, median, input sets larger 
 - ``round 2``: the hints of before: ``.L1::no_allocate`` on the stores and on the residual's
   load, no L2 policy;
 - ``plain``: no hint at all (rows with the residual: no evict_last policy, no demotion);
-- ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted.
+- ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted;
+- ``stores plain``: chunked rows without the residual, y stored without ``.L1::no_allocate``.
 
 Beside each time, the **next kernel's L2 reuse**: after the kernel, a 24 MB tensor is summed
 twice and the second sum is timed; lines a kernel leaves at evict_last crowd that tensor out
@@ -103,6 +104,11 @@ def round_2(ptx: str) -> str:
     return re.sub(r"st\.global\.v4\.b32", "st.global.L1::no_allocate.v4.b32", ptx)
 
 
+def stores_plain(ptx: str) -> str:
+    """``ptx`` with every store plain (chunked rows without the residual keep the hint on y)."""
+    return ptx.replace("st.global.L1::no_allocate.", "st.global.")
+
+
 def kept(ptx: str) -> str:
     """``ptx`` with x (and residual) loaded evict_last and never demoted."""
     if "applypriority" in ptx:
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, spec, tokens in CASES:
         ptx = render(spec)
         variants = {"built-in": ptx, "round 2": round_2(ptx), "plain": plain(ptx),
-                    "evict_last, kept": kept(ptx)}
+                    "evict_last, kept": kept(ptx), "stores plain": stores_plain(ptx)}
         variants = {name: text for name, text in variants.items()
                     if name == "built-in" or text != ptx}
         sets = [arguments(torch, spec, tokens) for _ in range(3)]
