@@ -16,7 +16,9 @@ one process and in alternating rounds (device events, median, input sets larger 
 Beside each time, the **next kernel's L2 reuse**: after the kernel, a 24 MB tensor is summed
 twice and the second sum is timed; lines a kernel leaves at evict_last crowd that tensor out
 of the 60 MB L2, and the second sum takes longer (about 12 us when it stays, 17 when it has
-to come from DRAM). Every edit is checked to write the built-in's outputs bit for bit.
+to come from DRAM). Every edit is checked to write the built-in's outputs bit for bit. Last,
+the same two readings for Liger's and torch.compile's RMSNorm and fused add RMSNorm at 16384
+tokens (``--no-peers`` leaves them out).
 
 The edited modules launch through specdsl itself (:class:`Variants`).
 """
@@ -144,11 +146,64 @@ def outputs(args: list[Any], spec: Any) -> list[Any]:
     return written + ([args[1]] if spec.fused_residual else [])
 
 
+def time_and_reuse(torch: Any, run: Any, sets: int, launches: int, reused: Any) -> tuple[float, float]:
+    """Median device us of ``run(i)`` (input set ``i % sets``), and the median us of a second
+    sum of ``reused`` right after ``run`` and a first sum (L2 hits, unless crowded out)."""
+    seconds = device_times(torch, run, sets, launches)
+    after = []
+    for i in range(10):
+        run(i)
+        reused.sum()
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        reused.sum()
+        end.record()
+        torch.cuda.synchronize()
+        after.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(seconds) * 1e6, statistics.median(after)
+
+
+def peer_rows(torch: Any, reused: Any, rounds: int, launches: int) -> list[str]:
+    """Liger's and torch.compile's RMSNorm (and fused add RMSNorm) at the same shapes: their
+    time and the next kernel's L2 reuse after them (Triton's loads carry their own policies)."""
+    import liger_peers
+    from cases_norm import EPS
+
+    rows = []
+    for fused, hidden in ((False, 4096), (False, 8192), (True, 4096), (True, 8192)):
+        x = [torch.randn(16384, hidden, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+        r = [torch.randn_like(t) for t in x] if fused else None
+        w = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+        if fused:
+            def eager(a: Any, b: Any, weight: Any, h: int = hidden) -> Any:
+                s = a + b
+                return torch.nn.functional.rms_norm(s, (h,), weight, EPS), s
+            liger = liger_peers.fused_add_rms_norm(EPS).run
+        else:
+            def eager(a: Any, weight: Any, h: int = hidden) -> Any:
+                return torch.nn.functional.rms_norm(a, (h,), weight, EPS)
+            liger = liger_peers.rms_norm(EPS).run
+        compiled = torch.compile(eager, dynamic=False)
+        label = f"RMSNorm{' + residual' if fused else ''} 16384 x {hidden}"
+        for name, fn in (("Liger", liger), ("torch.compile", compiled)):
+            def run(i: int, fn: Any = fn) -> Any:
+                return fn(x[i % 3], r[i % 3], w) if r is not None else fn(x[i % 3], w)
+            run(0)
+            measured = [time_and_reuse(torch, run, 3, launches, reused) for _ in range(rounds)]
+            us = statistics.mean(m[0] for m in measured)
+            rows.append(f"| {label} | {name} | {us:.1f} | - | "
+                        f"{statistics.median(m[1] for m in measured):.2f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for cache_hints.md")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds, alternating order")
     parser.add_argument("--launches", type=int, default=40, help="launches timed per round")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="leave out Liger's and torch.compile's RMSNorm")
     options = parser.parse_args(argv)
 
     import torch
@@ -189,21 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(options.rounds + 1):
             order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
             for name in order:
-                seconds = device_times(torch, lambda i, n=name: launch(n, i), len(sets),
-                                       options.launches)
-                after = []
-                for i in range(10):
-                    launch(name, i)
-                    reused.sum()
-                    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                    start.record()
-                    reused.sum()
-                    end.record()
-                    torch.cuda.synchronize()
-                    after.append(start.elapsed_time(end) * 1e3)
+                us, after = time_and_reuse(torch, lambda i, n=name: launch(n, i), len(sets),
+                                           options.launches, reused)
                 if round_:   # round 0 warms up
-                    times[name].append(statistics.median(seconds) * 1e6)
-                    reuse[name].append(statistics.median(after))
+                    times[name].append(us)
+                    reuse[name].append(after)
         base = statistics.mean(times["built-in"])
         for name in variants:
             us = statistics.mean(times[name])
@@ -212,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             print(rows[-1], flush=True)
         sets.clear()
         torch.cuda.empty_cache()
+    if not options.no_peers:
+        rows += peer_rows(torch, reused, options.rounds, options.launches)
     Path(options.out).mkdir(parents=True, exist_ok=True)
     (Path(options.out) / "cache_hints.md").write_text("\n".join(rows) + "\n")
     return 0
