@@ -11,6 +11,9 @@ one process and in alternating rounds (device events, median, input sets larger 
   load, no L2 policy;
 - ``plain``: no hint at all (rows with the residual: no evict_last policy, no demotion);
 - ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted;
+- ``evict_first``: the same under an evict_first policy;
+- ``evict_last, demoted``: rows without the residual, x kept and demoted as the built-in
+  does with the residual;
 - ``stores plain``: chunked rows without the residual, y stored without ``.L1::no_allocate``.
 
 Beside each time, the **next kernel's L2 reuse**: after the kernel, a 24 MB tensor is summed
@@ -124,6 +127,27 @@ def kept(ptx: str) -> str:
                   r"ld.global.nc.L2::cache_hint.v4.b32\1, %keep;", ptx)
 
 
+def evict_first(ptx: str) -> str:
+    """``kept(ptx)`` under an evict_first policy instead (not for chunked rows)."""
+    if "createpolicy" in ptx and "applypriority" not in ptx:
+        return ptx
+    return kept(ptx).replace("L2::evict_last.b64 %keep", "L2::evict_first.b64 %keep")
+
+
+def demoted(ptx: str) -> str:
+    """Rows without the residual: ``kept(ptx)``, then x's lines demoted after the sum of
+    squares as the built-in does with the residual (lanes 0, 8, 16, 24, one line each)."""
+    if "applypriority" in ptx or "createpolicy" in ptx:
+        return ptx
+    text = kept(ptx)
+    offsets = re.findall(r"ld\.global\.nc\.L2::cache_hint\.v4\.b32\s+\{[^}]*\}, \[%rd4\+(\d+)\]", text)
+    lines = ["    and.b32             %r10, %r4, 7;", "    setp.eq.u32         %pline, %r10, 0;",
+             "    and.b64             %rd12, %rd4, -128;"]
+    lines += [f"    @%pline applypriority.global.L2::evict_normal [%rd12+{o}], 128;" for o in offsets]
+    text = text.replace(".reg .b64   %keep;", ".reg .b64   %keep;\n    .reg .pred  %pline;", 1)
+    return text.replace("    // CTA add-reduce", "\n".join(lines) + "\n    // CTA add-reduce", 1)
+
+
 def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
     """One input set in ``.param`` order: torch tensors, then the row count."""
     dtype = torch.bfloat16
@@ -216,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, spec, tokens in CASES:
         ptx = render(spec)
         variants = {"built-in": ptx, "round 2": round_2(ptx), "plain": plain(ptx),
-                    "evict_last, kept": kept(ptx), "stores plain": stores_plain(ptx)}
+                    "evict_last, kept": kept(ptx), "evict_first": evict_first(ptx),
+                    "evict_last, demoted": demoted(ptx), "stores plain": stores_plain(ptx)}
         variants = {name: text for name, text in variants.items()
                     if name == "built-in" or text != ptx}
         sets = [arguments(torch, spec, tokens) for _ in range(3)]
