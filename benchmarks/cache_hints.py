@@ -14,7 +14,9 @@ one process and in alternating rounds (device events, median, input sets larger 
 - ``evict_first``: the same under an evict_first policy;
 - ``evict_last, demoted``: rows without the residual, x kept and demoted as the built-in
   does with the residual;
-- ``stores plain``: chunked rows without the residual, y stored without ``.L1::no_allocate``.
+- ``stores plain``: chunked rows without the residual, y stored without ``.L1::no_allocate``;
+- Softmax's rows in registers (x under evict_first and ``.L1::no_allocate``, y stored with
+  ``.L1::no_allocate``): ``evict_last, kept`` and ``no hints``.
 
 Beside each time, the **next kernel's L2 reuse**: after the kernel, a 24 MB tensor is summed
 twice and the second sum is timed; lines a kernel leaves at evict_last crowd that tensor out
@@ -46,7 +48,7 @@ import numpy as np  # noqa: E402
 from harness import Launcher, device_times  # noqa: E402
 
 from specdsl import baked, kernel_spec, render  # noqa: E402
-from specdsl.kernels import RMSNorm, RMSNormQuant  # noqa: E402
+from specdsl.kernels import RMSNorm, RMSNormQuant, Softmax  # noqa: E402
 
 
 class Variants:
@@ -88,6 +90,9 @@ CASES = [
     ("RMSNormQuant + residual 16384 x 4096, dynamic",
      RMSNormQuant(hidden=4096, fused_residual=True, scale_mode="dynamic"), 16384),
     ("RMSNorm 1024 x 131072 (chunks)", RMSNorm(hidden=131072), 1024),
+    ("Softmax 16384 x 4096", Softmax(cols=4096), 16384),
+    ("Softmax 16384 x 8192", Softmax(cols=8192), 16384),
+    ("Softmax 4096 x 32768", Softmax(cols=32768), 4096),
 ]
 
 _DEMOTION = re.compile(r"^.*(applypriority|%pline|%rd1[23], %rd[47], -128|%r10, %r4, 7|"
@@ -148,9 +153,25 @@ def demoted(ptx: str) -> str:
     return text.replace("    // CTA add-reduce", "\n".join(lines) + "\n    // CTA add-reduce", 1)
 
 
+def softmax_variants(ptx: str) -> dict[str, str]:
+    """Softmax rows in registers load x under an evict_first policy with ``.L1::no_allocate``,
+    and store y with ``.L1::no_allocate`` (templates/softmax.ptx.j2): that policy turned to
+    evict_last (kept), and every hint dropped."""
+    if "L2::evict_first.b64 %keep" not in ptx:
+        return {}
+    plain = re.sub(r"^\s*createpolicy\.fractional\.L2::evict_first\.b64 %keep, 1\.0;\n", "", ptx,
+                   flags=re.M)
+    plain = plain.replace(".L1::no_allocate.L2::cache_hint.", ".").replace("], %keep;", "];")
+    return {"evict_last, kept": ptx.replace("L2::evict_first.b64 %keep", "L2::evict_last.b64 %keep"),
+            "no hints": plain.replace("st.global.L1::no_allocate.", "st.global.")}
+
+
 def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
     """One input set in ``.param`` order: torch tensors, then the row count."""
     dtype = torch.bfloat16
+    if isinstance(spec, Softmax):
+        return [torch.randn(tokens, spec.cols, device="cuda", dtype=dtype),
+                torch.empty(tokens, spec.cols, device="cuda", dtype=dtype), np.uint32(tokens)]
     hidden = spec.hidden
     args = [torch.randn(tokens, hidden, device="cuda", dtype=dtype)]
     if spec.fused_residual:
@@ -167,7 +188,7 @@ def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
 def outputs(args: list[Any], spec: Any) -> list[Any]:
     """The tensors the kernel writes: y (or q and scale), and the residual it writes back."""
     written = args[-3:-1] if isinstance(spec, RMSNormQuant) else args[-2:-1]
-    return written + ([args[1]] if spec.fused_residual else [])
+    return written + ([args[1]] if getattr(spec, "fused_residual", False) else [])
 
 
 def time_and_reuse(torch: Any, run: Any, sets: int, launches: int, reused: Any) -> tuple[float, float]:
@@ -226,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for cache_hints.md")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds, alternating order")
     parser.add_argument("--launches", type=int, default=40, help="launches timed per round")
+    parser.add_argument("--match", default="", help="only the cases whose label holds this text")
     parser.add_argument("--no-peers", action="store_true",
                         help="leave out Liger's and torch.compile's RMSNorm")
     options = parser.parse_args(argv)
@@ -238,10 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = ["| case | variant | us | vs built-in | next kernel's 24 MB L2 re-read, us |",
             "| --- | --- | ---: | ---: | ---: |"]
     for label, spec, tokens in CASES:
+        if options.match not in label:
+            continue
         ptx = render(spec)
-        variants = {"built-in": ptx, "round 2": round_2(ptx), "plain": plain(ptx),
-                    "evict_last, kept": kept(ptx), "evict_first": evict_first(ptx),
-                    "evict_last, demoted": demoted(ptx), "stores plain": stores_plain(ptx)}
+        if isinstance(spec, Softmax):
+            variants = {"built-in": ptx, **softmax_variants(ptx)}
+        else:
+            variants = {"built-in": ptx, "round 2": round_2(ptx), "plain": plain(ptx),
+                        "evict_last, kept": kept(ptx), "evict_first": evict_first(ptx),
+                        "evict_last, demoted": demoted(ptx), "stores plain": stores_plain(ptx)}
         variants = {name: text for name, text in variants.items()
                     if name == "built-in" or text != ptx}
         sets = [arguments(torch, spec, tokens) for _ in range(3)]
@@ -253,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             launcher.launch(requests[name], *sets[i % len(sets)], grid=grid, block=block)
 
         written = {}
-        residual = sets[0][1].clone() if spec.fused_residual else None
+        residual = sets[0][1].clone() if getattr(spec, "fused_residual", False) else None
         for name in variants:
             launch(name, 0)
             torch.cuda.synchronize()
