@@ -1,8 +1,9 @@
-"""The cache hints of RMSNorm and RMSNormQuant (docs/kernels/rmsnorm.md, "Cache hints").
+"""The cache hints of RMSNorm, RMSNormQuant and Softmax (the "Cache hints" sections of
+docs/kernels/rmsnorm.md and softmax.md).
 
 Run on the GPU machine from the repository root::
 
-    python3 benchmarks/cache_hints.py [--out DIR]     # about a minute
+    python3 benchmarks/cache_hints.py [--out DIR] [--match Softmax] [--no-peers]   # about a minute
 
 Each case renders a built-in request and times its PTX against edits of the same text, in
 one process and in alternating rounds (device events, median, input sets larger than L2):
