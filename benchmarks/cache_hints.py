@@ -250,7 +250,7 @@ def peer_rows(torch: Any, reused: Any, rounds: int, launches: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for cache_hints.md")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds, alternating order")
     parser.add_argument("--launches", type=int, default=40, help="launches timed per round")
