@@ -508,3 +508,74 @@ def test_copy_rate_row_reports_both_copy_percentages():
     assert variants.row_cells(record, 4.0e12) == (
         "RMSNorm | tokens=16 hidden=4096 | 100.00 | 92.00 | 100.0 | 95.0 | 95.00 (90.00) | "
         "110.00 | - |")
+
+
+def _cache_hint_edits() -> list:
+    import cache_hints
+
+    from specdsl import render
+    from specdsl.kernels import Softmax
+
+    edits = []
+    for label, spec, _ in cache_hints.CASES:
+        ptx = render(spec)
+        if isinstance(spec, Softmax):
+            variants = cache_hints.softmax_variants(ptx)
+        else:
+            variants = {"round 2": cache_hints.round_2(ptx), "plain": cache_hints.plain(ptx),
+                        "kept": cache_hints.kept(ptx), "evict_first": cache_hints.evict_first(ptx),
+                        "demoted": cache_hints.demoted(ptx),
+                        "stores plain": cache_hints.stores_plain(ptx)}
+        edits += [(label, name, ptx, text) for name, text in variants.items() if text != ptx]
+    return edits
+
+
+def test_cache_hint_edits_assemble_without_spills():
+    """Every edit ``benchmarks/cache_hints.py`` times assembles with nvJitLink for sm_90,
+    without spills, and keeps the built-in's instructions but for its hints (the same count of
+    loads and stores): a bad edit fails here, not on the GPU machine."""
+    import re
+
+    from specdsl._runtime.compile import compile_ptx
+
+    edits = _cache_hint_edits()
+    assert {name for _, name, _, _ in edits} >= {"round 2", "plain", "kept", "evict_first",
+                                                "demoted", "stores plain", "evict_last, kept"}
+    for label, name, built_in, text in edits:
+        for resources in compile_ptx(text).resources().values():
+            assert resources.spill_stores == 0, (label, name)
+        for op in (r"\bld\.global", r"\bst\.global"):
+            assert len(re.findall(op, text)) == len(re.findall(op, built_in)), (label, name, op)
+
+
+def test_cache_hint_round_2_edits_restore_the_round_2_hints():
+    """``round 2`` puts back what this round removed: .L1::no_allocate on RMSNorm's stores and
+    the residual's load (and no policy); Softmax's evict_first policy on x."""
+    import cache_hints
+
+    from specdsl import render
+    from specdsl.kernels import RMSNorm, Softmax
+
+    fused = cache_hints.round_2(render(RMSNorm(hidden=4096, fused_residual=True)))
+    assert "applypriority" not in fused and "createpolicy" not in fused
+    assert fused.count("st.global.L1::no_allocate.v4.b32") == 4
+    assert fused.count("ld.global.L1::no_allocate.v4.b32 { %q") == 2
+    softmax = cache_hints.softmax_variants(render(Softmax(cols=4096)))["round 2"]
+    assert "createpolicy.fractional.L2::evict_first.b64 %keep, 1.0;" in softmax
+    assert softmax.count("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.b32") == 2
+
+
+def test_cache_hint_variants_are_requests_of_their_own(tmp_path):
+    """Each PTX text becomes its own request (a template file named by its digest), renders
+    back as given with the entry renamed, and gets its own derived key."""
+    import cache_hints
+
+    from specdsl import derived_key, render
+    from specdsl.kernels import RMSNorm
+
+    variant = cache_hints.Variants(tmp_path)
+    ptx = render(RMSNorm(hidden=4096, fused_residual=True))
+    first, second = variant(ptx), variant(cache_hints.round_2(ptx))
+    assert first != second and variant(ptx) == first
+    assert derived_key(first) != derived_key(second)
+    assert render(first).rstrip() == ptx.replace(".entry rmsnorm(", ".entry variant(").rstrip()
