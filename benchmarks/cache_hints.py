@@ -80,8 +80,9 @@ class Variants:
         return self.spec_class(variant=name)
 
 
-#: (label, request, tokens): aligned rows in registers, with and without the residual, and
-#: a chunked row without it (the one kind that keeps .L1::no_allocate on its stores).
+#: (label, request, tokens): RMSNorm's aligned rows in registers, with and without the
+#: residual, a chunked row without it (the one kind that keeps .L1::no_allocate on its
+#: stores), and Softmax's rows in registers.
 CASES = [
     ("RMSNorm 16384 x 4096", RMSNorm(hidden=4096), 16384),
     ("RMSNorm 16384 x 8192", RMSNorm(hidden=8192), 16384),
@@ -171,6 +172,18 @@ def softmax_variants(ptx: str) -> dict[str, str]:
 
     return {"round 2": hinted("evict_first").replace("st.global.v4.b32", "st.global.L1::no_allocate.v4.b32"),
             "evict_last, kept": hinted("evict_last")}
+
+
+def edits(spec: Any, ptx: str) -> dict[str, str]:
+    """The edits of the built-in ``ptx`` of ``spec`` that the script times, by name: those
+    that differ from it (each edit leaves a text it does not apply to as it is)."""
+    if isinstance(spec, Softmax):
+        candidates = softmax_variants(ptx)
+    else:
+        candidates = {"round 2": round_2(ptx), "plain": plain(ptx), "evict_last, kept": kept(ptx),
+                      "evict_first": evict_first(ptx), "evict_last, demoted": demoted(ptx),
+                      "stores plain": stores_plain(ptx)}
+    return {name: text for name, text in candidates.items() if text != ptx}
 
 
 def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
@@ -270,14 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.match not in label:
             continue
         ptx = render(spec)
-        if isinstance(spec, Softmax):
-            variants = {"built-in": ptx, **softmax_variants(ptx)}
-        else:
-            variants = {"built-in": ptx, "round 2": round_2(ptx), "plain": plain(ptx),
-                        "evict_last, kept": kept(ptx), "evict_first": evict_first(ptx),
-                        "evict_last, demoted": demoted(ptx), "stores plain": stores_plain(ptx)}
-        variants = {name: text for name, text in variants.items()
-                    if name == "built-in" or text != ptx}
+        variants = {"built-in": ptx, **edits(spec, ptx)}
         sets = [arguments(torch, spec, tokens) for _ in range(3)]
         grid, block = spec.launch_dims(tokens)
 

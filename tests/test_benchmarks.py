@@ -514,19 +514,11 @@ def _cache_hint_edits() -> list:
     import cache_hints
 
     from specdsl import render
-    from specdsl.kernels import Softmax
 
     edits = []
     for label, spec, _ in cache_hints.CASES:
         ptx = render(spec)
-        if isinstance(spec, Softmax):
-            variants = cache_hints.softmax_variants(ptx)
-        else:
-            variants = {"round 2": cache_hints.round_2(ptx), "plain": cache_hints.plain(ptx),
-                        "kept": cache_hints.kept(ptx), "evict_first": cache_hints.evict_first(ptx),
-                        "demoted": cache_hints.demoted(ptx),
-                        "stores plain": cache_hints.stores_plain(ptx)}
-        edits += [(label, name, ptx, text) for name, text in variants.items() if text != ptx]
+        edits += [(label, name, ptx, text) for name, text in cache_hints.edits(spec, ptx).items()]
     return edits
 
 
@@ -539,8 +531,9 @@ def test_cache_hint_edits_assemble_without_spills():
     from specdsl._runtime.compile import compile_ptx
 
     edits = _cache_hint_edits()
-    assert {name for _, name, _, _ in edits} >= {"round 2", "plain", "kept", "evict_first",
-                                                "demoted", "stores plain", "evict_last, kept"}
+    assert {name for _, name, _, _ in edits} == {
+        "round 2", "plain", "evict_last, kept", "evict_first", "evict_last, demoted",
+        "stores plain"}
     for label, name, built_in, text in edits:
         for resources in compile_ptx(text).resources().values():
             assert resources.spill_stores == 0, (label, name)
