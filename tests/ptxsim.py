@@ -222,9 +222,10 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
     guard of a CTA that takes several rows, ``setp.lt.u32 %prow, %row, %rows``, lets every
     thread through: the model's launch holds every row; ``and.pred`` takes the stricter
     of two guards, so a CTA's rows ``i`` show as vectors ``i * row vectors + v``); a
-    cursor moves by ``add.u64 c, c, step`` and is reset to the row's start by ``mov.u64
-    c, %rd..`` (which begins a new pass); a loop ``LABEL: ... @%p3 bra LABEL`` runs
-    ``N`` times, ``N`` from its ``setp.lt.u32 %p3, %chunk, N``.
+    cursor moves by ``add.u64 c, c, step``, is reset to the row's start by ``mov.u64
+    c, %rd..`` and placed ``k`` bytes into the row by ``add.u64 c, %rd.., k`` (each of
+    which begins a new pass); a loop ``LABEL: ... @%p3 bra LABEL`` runs ``N`` times,
+    ``N`` from its ``setp.lt.u32 %p3, %chunk, N``.
 
     The trip count is trusted only once :func:`check_loops` has shown that each loop
     carries its counter and cursors (and every other value) from trip to trip.
@@ -263,9 +264,10 @@ def row_coverage(ptx: str, op: str, cursors: tuple[str, ...], vector_bytes: int,
             elif m := re.match(r"add\.u64\s+(%\w+),\s*\1,\s*(\d+);", line):
                 if m.group(1) in cursors:
                     state["base"][m.group(1)] += int(m.group(2))
-            elif m := re.match(r"mov\.u64\s+(%\w+),\s*%rd\d+;", line):
+            elif m := (re.match(r"mov\.u64\s+(%\w+),\s*%rd\d+;()", line)
+                       or re.match(r"add\.u64\s+(%\w+),\s*%rd\d+,\s*(\d+);", line)):
                 if m.group(1) in cursors:
-                    state["base"][m.group(1)] = 0
+                    state["base"][m.group(1)] = int(m.group(2) or 0)
                     if m.group(1) == cursors[0]:
                         passes.append({})
             elif m := access.match(line):

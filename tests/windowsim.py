@@ -44,7 +44,8 @@ _SETP = re.compile(r"^setp\.(\w+)\.([us]32)\s+(%\w+),\s*([%\w]+),\s*([%\w-]+);$"
 _ARITH = re.compile(r"^(mov|add|sub|mul\.lo|and)\.[bsu]32\s+(%\w+),\s*([%\w.-]+)"
                     r"(?:,\s*([%\w-]+))?;$")
 _STEP = re.compile(r"^add\.u64\s+(%\w+),\s*\1,\s*(\d+);$")
-_RESET = re.compile(r"^mov\.u64\s+(%\w+),\s*%rd\d+;$")
+#: a cursor set to its row's start (mov), or k bytes into it (add from another register)
+_RESET = re.compile(r"^(?:mov\.u64\s+(%\w+),\s*%rd\d+|add\.u64\s+(%\w+),\s*%rd\d+,\s*(\d+));$")
 _ROWS = re.compile(r"^ld\.param\.u32\s+(%\w+),\s*\[rows\];$")
 _LOGIC = re.compile(r"^(and|or)\.pred\s+(%\w+),\s*(%\w+),\s*(%\w+);$")
 
@@ -158,9 +159,12 @@ def window_coverage(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: 
                 step = int(m[2]) // element_bytes
                 cursor[m[1]] = cursor[m[1]] + np.where(active & guard, step, 0)
         elif m := _RESET.match(line):
-            if m[1] in cursor:
-                cursor[m[1]] = first.copy()
-                if m[1] == cursors[0]:
+            name, into = m[1] or m[2], int(m[3] or 0)
+            if name in cursor:
+                if into % element_bytes:
+                    raise SimError(f"a cursor placed in part of an element: {lines[i]}")
+                cursor[name] = first + into // element_bytes
+                if name == cursors[0]:
                     passes.append([])
         elif m := access.match(line):
             if not passes:
@@ -194,12 +198,24 @@ def every_phase(ptx: str, op: str, cursors: tuple[str, ...], element_bytes: int,
             for phase in range(lanes)]
 
 
+def merged(passes: list[dict[int, int]]) -> dict[int, int]:
+    """``{index: times}`` over all of ``passes`` (one dict a pass, as the models give)."""
+    total: dict[int, int] = {}
+    for touched in passes:
+        for index, times in touched.items():
+            total[index] = total.get(index, 0) + times
+    return total
+
+
 def loads_in_array(ptx: str, cursors: tuple[str, ...], element_bytes: int, lanes: int,
-                   threads: int, length: int, passes: int = 1) -> list[str]:
+                   threads: int, length: int, passes: int = 1,
+                   reread: int | None = None) -> list[str]:
     """What is wrong with the loads through ``cursors`` of a row of ``length`` elements,
     at every phase, as the last row of its array and as one with a next row ([]: nothing).
 
-    Each pass must load every element of the row once. A whole edge vector may also load,
+    Each pass must load every element of the row once; with ``reread``, the last pass
+    only the elements of the window's first ``reread`` vectors (a chunked row's pass 2,
+    which finds the last chunk still in the registers). A whole edge vector may also load,
     once each, the elements of the previous row before the row's start (at most lanes - 1
     of them) and, where a next row follows, of that row after its end; never anything past
     the array's end (the last row's tail)."""
@@ -211,10 +227,11 @@ def loads_in_array(ptx: str, cursors: tuple[str, ...], element_bytes: int, lanes
                                                   threads, last)):
             if len(found) != passes:
                 wrong.append(f"phase {phase}, last={last}: {len(found)} passes")
-            for touched in found:
+            for number, touched in enumerate(found, 1):
+                end = length if reread is None or number < passes else reread * lanes - phase
                 inside = {i: n for i, n in touched.items() if 0 <= i < length}
                 outside = {i: n for i, n in touched.items() if not 0 <= i < length}
-                if inside != dict.fromkeys(range(length), 1):
+                if inside != dict.fromkeys(range(end), 1):
                     wrong.append(f"phase {phase}, last={last}: the row's elements not once each")
                 if set(outside) - allowed or set(outside.values()) - {1}:
                     wrong.append(f"phase {phase}, last={last}: loads outside the row "
