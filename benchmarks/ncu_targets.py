@@ -79,6 +79,10 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
                           cases_pointwise._fp8_quant(torch, 16384, 4097)],
     # issue 15: fused add RMSNorm, where Liger is ahead
     "fused": lambda torch: [cases_norm._rmsnorm(torch, 16384, width, True) for width in LARGE_WIDTHS],
+    # chunked rows: two passes over each row through one CTA, against a cluster sharing it
+    "long": lambda torch: [cases_norm._softmax(torch, 4096, 131072),
+                           cases_norm._softmax(torch, 4096, 131072, split=2),
+                           cases_norm._rmsnorm(torch, 4096, 131072, False)],
 }
 
 

@@ -165,6 +165,17 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     "silu-small": lambda torch: [
         cases_pointwise._silu_mul(torch, tokens, 4096, unroll=unroll, block=block)
         for tokens in (1, 16) for unroll, block in ((1, 32), (1, 64), (1, 128), (2, 64), (1, 256))],
+    # chunked rows (two passes through one CTA) and the longest register-resident ones:
+    # CTA size, i.e. CTAs an SM holds to cover one another's gaps between chunks
+    "long-rows": lambda torch: [
+        cases_norm._softmax(torch, 4096, cols, block=block)
+        for cols, blocks in ((131072, (256, 512, 1024)), (32768, (256, 512, 1024)))
+        for block in blocks] + [
+        cases_norm._rmsnorm(torch, 4096, 131072, fused, block=block)
+        for fused in (False, True) for block in (256, 512, 1024)] + [
+        cases_norm._softmax(torch, 4096, 131072, split=split, block=block)
+        for split, blocks in ((2, (1024,)), (4, (512, 1024)), (8, (256, 512, 1024)))
+        for block in blocks],
     # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
     "softmax-split": lambda torch: [
         cases_norm._softmax(torch, tokens, cols, split=split)

@@ -572,3 +572,40 @@ def test_cache_hint_variants_are_requests_of_their_own(tmp_path):
     assert first != second and variant(ptx) == first
     assert derived_key(first) != derived_key(second)
     assert render(first).rstrip() == ptx.replace(".entry rmsnorm(", ".entry variant(").rstrip()
+
+
+def test_ptx_ab_renders_each_case_at_a_revision(tmp_path):
+    """``benchmarks/ptx_ab.py render`` writes each case's PTX as the revision renders it, in
+    the order of its cases, with a manifest the time step checks; every text assembles."""
+    import shutil
+    import subprocess
+
+    import ptx_ab
+
+    from specdsl._runtime.compile import compile_ptx
+
+    root = BENCHMARKS.parent
+    if shutil.which("git") is None or subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    labels = ptx_ab.render_revision("HEAD", tmp_path)
+    assert labels == [label for label, _, _ in ptx_ab.CASES]
+    manifest = json.loads((tmp_path / "cases.json").read_text())
+    assert manifest["rev"] == "HEAD"
+    assert [label for label, _ in manifest["cases"]] == labels
+    for number, label in enumerate(labels):
+        text = (tmp_path / f"{number}.ptx").read_text()
+        assert ".visible .entry " in text, label
+        assert compile_ptx(text).resources(), label
+    worktrees = subprocess.run(["git", "-C", str(root), "worktree", "list"], text=True,
+                               capture_output=True, check=True).stdout
+    assert "specdsl-ab-" not in worktrees   # the temporary worktree is gone
+
+
+def test_ptx_ab_time_step_refuses_a_baseline_of_other_cases(tmp_path):
+    """The time step stops, before it needs a GPU, on a baseline rendered for other cases."""
+    import ptx_ab
+
+    (tmp_path / "cases.json").write_text(json.dumps({"rev": "x", "cases": [["other", "x"]]}))
+    with pytest.raises(SystemExit, match="rendered for other cases"):
+        ptx_ab.main(["time", "--baseline", str(tmp_path)])

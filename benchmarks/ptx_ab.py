@@ -1,0 +1,205 @@
+"""A template change on the GPU: built-in requests rendered at a git revision, timed against
+the same requests rendered from the working tree, in one process.
+
+Two steps, since the GPU machine gets a copy of the working tree without its git history:
+
+    python3 benchmarks/ptx_ab.py render --rev HEAD --out ab/   # here: ab/<n>.ptx, ab/cases.json
+    python3 benchmarks/ptx_ab.py time --baseline ab/           # GPU machine: ab.md under --out
+
+``render`` checks the revision out in a temporary git worktree and renders :data:`CASES` there
+(so the revision's own specdsl renders its own templates). ``time`` renders the same cases
+from the working tree, launches both texts of each case through specdsl (:class:`Variants`
+of ``benchmarks/cache_hints.py``: each text is its own request with its own derived key),
+checks that both write the same output bits, and times them in alternating rounds (device
+events, median, three input sets larger than L2), with the next kernel's 24 MB L2 re-read
+beside each time (``cache_hints.time_and_reuse``). The cases are the rows chunked through one
+CTA (two passes), where the last chunk now stays in the registers between the passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from specdsl.kernels import Fp8Quant, RMSNorm, Softmax  # noqa: E402
+
+#: (label, request, tokens): every case moves 0.5 GiB or more.
+CASES = [
+    ("Softmax 4096 x 131072 bf16", Softmax(cols=131072), 4096),
+    ("Softmax 4096 x 200000 bf16", Softmax(cols=200000), 4096),
+    ("Softmax 4096 x 131073 bf16", Softmax(cols=131073), 4096),
+    ("Softmax 2048 x 131072 f32", Softmax(cols=131072, dtype="f32"), 2048),
+    ("RMSNorm 4096 x 131072 bf16", RMSNorm(hidden=131072), 4096),
+    ("RMSNorm 4096 x 200000 bf16", RMSNorm(hidden=200000), 4096),
+    ("RMSNorm 4096 x 131073 bf16", RMSNorm(hidden=131073), 4096),
+    ("RMSNorm 2048 x 131072 f32", RMSNorm(hidden=131072, dtype="f32"), 2048),
+    ("RMSNorm + residual 4096 x 131072 bf16", RMSNorm(hidden=131072, fused_residual=True), 4096),
+    ("Fp8Quant 4096 x 131072 bf16, dynamic", Fp8Quant(hidden=131072, scale_mode="dynamic"), 4096),
+    ("Fp8Quant 4096 x 131073 bf16, dynamic", Fp8Quant(hidden=131073, scale_mode="dynamic"), 4096),
+]
+
+#: Run inside the revision's worktree: print each case's PTX as JSON ({label: text}).
+_RENDER = """
+import json, sys
+sys.path.insert(0, ".")
+from specdsl import DType, render
+from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
+cases = json.loads(sys.stdin.read())
+print(json.dumps({label: render(eval(spec)) for label, spec in cases}))
+"""
+
+
+def render_revision(rev: str, out: Path) -> list[str]:
+    """Render :data:`CASES` at git revision ``rev`` into ``out`` (``<n>.ptx``, and
+    ``cases.json``: each case's label and request); the labels.
+
+    Raises:
+        subprocess.CalledProcessError: ``rev`` is not a revision of this repository, or
+            its specdsl cannot render a case.
+    """
+    root = Path(__file__).resolve().parent.parent
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="specdsl-ab-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "-q", str(tree), rev],
+                       check=True)
+        try:
+            cases = [(label, repr(spec)) for label, spec, _ in CASES]
+            done = subprocess.run([sys.executable, "-c", _RENDER], cwd=tree, check=True, text=True,
+                                  input=json.dumps(cases), capture_output=True)
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)],
+                           check=True)
+    texts = json.loads(done.stdout)
+    for number, (label, _, _) in enumerate(CASES):
+        (out / f"{number}.ptx").write_text(texts[label])
+    (out / "cases.json").write_text(json.dumps({"rev": rev, "cases": cases}, indent=1) + "\n")
+    return list(texts)
+
+
+def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
+    """One input set of ``spec`` in ``.param`` order: torch tensors, then any row count."""
+    import numpy as np
+
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec.dtype.ptx]
+    if isinstance(spec, Softmax):
+        x = torch.randn(tokens, spec.cols, device="cuda", dtype=dtype)
+        return [x, torch.empty_like(x), np.uint32(tokens)]
+    x = torch.randn(tokens, spec.hidden, device="cuda", dtype=dtype)
+    if isinstance(spec, Fp8Quant):
+        return [x, torch.empty(tokens, spec.hidden, device="cuda", dtype=torch.uint8),
+                torch.empty(tokens, device="cuda", dtype=torch.float32)]
+    residual = [torch.randn_like(x)] if spec.fused_residual else []
+    weight = torch.randn(spec.hidden, device="cuda", dtype=dtype) * 0.5 + 1
+    return [x, *residual, weight, torch.empty_like(x), np.uint32(tokens)]
+
+
+def outputs(args: list[Any], spec: Any) -> list[Any]:
+    """The tensors ``spec`` writes among ``args`` (y; q and scale; and the residual it writes back)."""
+    if isinstance(spec, Fp8Quant):
+        return args[1:3]
+    return [args[-2]] + ([args[1]] if getattr(spec, "fused_residual", False) else [])
+
+
+def time_case(torch: Any, launcher: Any, variant: Any, spec: Any, tokens: int,
+              texts: dict[str, str], rounds: int, launches: int, reused: Any) -> dict[str, Any]:
+    """Check that ``texts`` ({name: PTX}) write the same bits, then time each: ``{"us":
+    {name: mean of the rounds' medians}, "reuse": {name: median us}, "same": bool}``."""
+    from cache_hints import time_and_reuse
+
+    sets = [arguments(torch, spec, tokens) for _ in range(3)]
+    grid, block = spec.launch_dims(tokens)
+    requests = {name: variant(text) for name, text in texts.items()}
+
+    def launch(name: str, i: int) -> None:
+        launcher.launch(requests[name], *sets[i % len(sets)], grid=grid, block=block)
+
+    fused = getattr(spec, "fused_residual", False)
+    residual = sets[0][1].clone() if fused else None
+    written = {}
+    for name in texts:
+        launch(name, 0)
+        torch.cuda.synchronize()
+        written[name] = [t.clone().view(torch.uint8) for t in outputs(sets[0], spec)]
+        if residual is not None:   # written back in place: the next text starts alike
+            sets[0][1].copy_(residual)
+    first, *others = written.values()
+    same = all(torch.equal(a, b) for other in others for a, b in zip(first, other, strict=True))
+    times: dict[str, list[float]] = {name: [] for name in texts}
+    reuse: dict[str, list[float]] = {name: [] for name in texts}
+    for round_ in range(rounds + 1):   # round 0 warms up
+        for name in (list(texts) if round_ % 2 == 0 else list(reversed(texts))):
+            us, after = time_and_reuse(torch, lambda i, n=name: launch(n, i), len(sets),
+                                       launches, reused)
+            if round_:
+                times[name].append(us)
+                reuse[name].append(after)
+    sets.clear()
+    torch.cuda.empty_cache()
+    return {"us": {n: statistics.mean(t) for n, t in times.items()},
+            "reuse": {n: statistics.median(r) for n, r in reuse.items()}, "same": same}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    steps = parser.add_subparsers(dest="step", required=True)
+    render_step = steps.add_parser("render", help="render the cases at a revision (needs git)")
+    render_step.add_argument("--rev", default="HEAD", help="the git revision (default HEAD)")
+    render_step.add_argument("--out", required=True, help="folder for <n>.ptx and cases.json")
+    time_step = steps.add_parser("time", help="time a render step's PTX against the working tree's (GPU)")
+    time_step.add_argument("--baseline", required=True, help="the render step's folder")
+    time_step.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for ab.md")
+    time_step.add_argument("--rounds", type=int, default=4, help="timed rounds, alternating order")
+    time_step.add_argument("--launches", type=int, default=30, help="launches timed per round")
+    time_step.add_argument("--match", default="", help="only the cases whose label holds this text")
+    options = parser.parse_args(argv)
+    if options.step == "render":
+        for label in render_revision(options.rev, Path(options.out)):
+            print(label)
+        return 0
+
+    baseline = Path(options.baseline)
+    manifest = json.loads((baseline / "cases.json").read_text())
+    if [label for label, _ in manifest["cases"]] != [label for label, _, _ in CASES]:
+        raise SystemExit(f"{baseline}: rendered for other cases; run the render step again")
+    import torch
+    from cache_hints import Variants
+    from harness import Launcher
+
+    from specdsl import render
+
+    rev = manifest["rev"]
+    launcher = Launcher(torch)
+    variant = Variants(Path(tempfile.mkdtemp(prefix="specdsl-ab-")))
+    reused = torch.randn(24 * 2**20 // 4, device="cuda")   # 24 MB, under the 60 MB L2
+    rows = [f"| case | {rev} us | working tree us | speed-up | L2 re-read after, us ({rev} / tree) | outputs |",
+            "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for number, (label, spec, tokens) in enumerate(CASES):
+        if options.match not in label:
+            continue
+        texts = {rev: (baseline / f"{number}.ptx").read_text(), "tree": render(spec)}
+        found = time_case(torch, launcher, variant, spec, tokens, texts, options.rounds,
+                          options.launches, reused)
+        before, after = found["us"][rev], found["us"]["tree"]
+        rows.append(f"| {label} | {before:.1f} | {after:.1f} | {before / after:.3f}x | "
+                    f"{found['reuse'][rev]:.2f} / {found['reuse']['tree']:.2f} | "
+                    f"{'same bits' if found['same'] else 'DIFFERENT'} |")
+        print(rows[-1], flush=True)
+    Path(options.out).mkdir(parents=True, exist_ok=True)
+    (Path(options.out) / "ab.md").write_text("\n".join(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
