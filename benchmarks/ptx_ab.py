@@ -12,8 +12,10 @@ from the working tree, launches both texts of each case through specdsl (:class:
 of ``benchmarks/cache_hints.py``: each text is its own request with its own derived key),
 checks that both write the same output bits, and times them in alternating rounds (device
 events, median, three input sets larger than L2), with the next kernel's 24 MB L2 re-read
-beside each time (``cache_hints.time_and_reuse``). The cases are the rows chunked through one
-CTA (two passes), where the last chunk now stays in the registers between the passes.
+beside each time (``cache_hints.time_and_reuse``). The cases are the requests this round's
+template changes touch, and their neighbours: rows chunked through one CTA (two passes), where
+the last chunk stays in the registers between the passes, and Softmax rows in registers, where
+rows of 6 to 8 vectors a thread keep their lines in L2 until the row max has read them.
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ CASES = [
     ("RMSNorm + residual 4096 x 131072 bf16", RMSNorm(hidden=131072, fused_residual=True), 4096),
     ("Fp8Quant 4096 x 131072 bf16, dynamic", Fp8Quant(hidden=131072, scale_mode="dynamic"), 4096),
     ("Fp8Quant 4096 x 131073 bf16, dynamic", Fp8Quant(hidden=131073, scale_mode="dynamic"), 4096),
+    ("Softmax 16384 x 8192 bf16", Softmax(cols=8192), 16384),
+    ("Softmax 8192 x 12288 bf16", Softmax(cols=12288), 8192),
+    ("Softmax 8192 x 16384 bf16", Softmax(cols=16384), 8192),
+    ("Softmax 4096 x 24576 bf16", Softmax(cols=24576), 4096),
+    ("Softmax 4096 x 32768 bf16", Softmax(cols=32768), 4096),
+    ("Softmax 2048 x 65536 bf16", Softmax(cols=65536), 2048),
+    ("Softmax 16384 x 8192 f32", Softmax(cols=8192, dtype="f32"), 16384),
 ]
 
 #: Run inside the revision's worktree: print each case's PTX as JSON ({label: text}).
@@ -84,7 +93,10 @@ def render_revision(rev: str, out: Path) -> list[str]:
     texts = json.loads(done.stdout)
     for number, (label, _, _) in enumerate(CASES):
         (out / f"{number}.ptx").write_text(texts[label])
-    (out / "cases.json").write_text(json.dumps({"rev": rev, "cases": cases}, indent=1) + "\n")
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", rev], check=True,
+                            text=True, capture_output=True).stdout.strip()
+    (out / "cases.json").write_text(json.dumps({"rev": rev, "commit": commit, "cases": cases},
+                                               indent=1) + "\n")
     return list(texts)
 
 
@@ -179,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from specdsl import render
 
-    rev = manifest["rev"]
+    rev = manifest.get("commit", manifest["rev"])
     launcher = Launcher(torch)
     variant = Variants(Path(tempfile.mkdtemp(prefix="specdsl-ab-")))
     reused = torch.randn(24 * 2**20 // 4, device="cuda")   # 24 MB, under the 60 MB L2

@@ -592,6 +592,9 @@ def test_ptx_ab_renders_each_case_at_a_revision(tmp_path):
     assert labels == [label for label, _, _ in ptx_ab.CASES]
     manifest = json.loads((tmp_path / "cases.json").read_text())
     assert manifest["rev"] == "HEAD"
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], text=True,
+                          capture_output=True, check=True).stdout.strip()
+    assert manifest["commit"] == head
     assert [label for label, _ in manifest["cases"]] == labels
     for number, label in enumerate(labels):
         text = (tmp_path / f"{number}.ptx").read_text()
