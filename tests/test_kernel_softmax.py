@@ -118,11 +118,14 @@ def test_chunks(cols, dtype, chunks):
 
 
 def test_bytes_read_counts_second_pass():
-    """bytes_read doubles x for chunked rows; bytes_moved counts x and y once."""
+    """bytes_read counts x once and, for chunked rows, every chunk but the last again (the
+    last stays in the registers); bytes_moved counts x and y once."""
     resident, chunked = Softmax(cols=4096), Softmax(cols=131072)
     assert resident.bytes_read(3) == 3 * 4096 * 2
-    assert chunked.bytes_read(3) == 2 * 3 * 131072 * 2
+    assert chunked.chunks == 2 and chunked.bytes_read(3) == 3 * (131072 + 65536) * 2
     assert chunked.bytes_moved(3) == 2 * 3 * 131072 * 2
+    f32 = Softmax(cols=131072, dtype="f32")   # 4 chunks of 1024 threads x 8 vectors of 4
+    assert f32.chunks == 4 and f32.bytes_read(2) == 2 * (131072 + 3 * 32768) * 4
 
 
 @pytest.mark.parametrize("cols,dtype", [(4096, "bf16"), (1000, "f16"), (MAX_COLS, "f32")])

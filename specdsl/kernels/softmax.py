@@ -200,8 +200,9 @@ class Softmax:
     rescaled running sum per thread (online softmax, Milakov & Gimelshein 2018,
     "Online normalizer calculation for softmax"), pass 2 reads the row again and
     writes y. Pass 1 loads with an L2 ``evict_last`` policy so the second read is
-    mostly served by L2; device memory then sees x once and y once, but the kernel
-    issues ``2 * rows * cols`` element reads (:meth:`bytes_read`).
+    mostly served by L2, and ends on the last chunk, which pass 2 finds still in the
+    registers; device memory then sees x once and y once, but the kernel issues every
+    chunk's loads but the last one's twice (:meth:`bytes_read`).
 
     With ``split > 1`` a row is shared by a thread block cluster of ``split`` CTAs
     (sm_90 and newer; PTX ``.reqnctapercluster``), each holding one slice in registers;
@@ -316,8 +317,15 @@ class Softmax:
         return 2 * rows * self.cols * self.dtype.size
 
     def bytes_read(self, rows: int) -> int:
-        """Bytes the kernel's loads request: ``x`` once, or twice when :attr:`chunks` > 1."""
-        return (2 if self.chunks > 1 else 1) * rows * self.cols * self.dtype.size
+        """Bytes the kernel's loads request: ``x`` once, and when :attr:`chunks` > 1 every
+        chunk but the last again (``block`` threads x the vectors a thread holds, each of
+        :attr:`vector_bytes`; pass 2 finds the last chunk in the registers). A row in a
+        window counts its whole 16-byte vectors, edges included."""
+        once = rows * self.cols * self.dtype.size
+        if self.chunks == 1:
+            return once
+        most = most_vectors_per_thread(self.vector, self.dtype)
+        return once + rows * (self.chunks - 1) * self.block * most * self.vector_bytes
 
 
 def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 132) -> int:
