@@ -198,8 +198,8 @@ class Softmax:
     Rows of up to ``1024 * 32`` values live in registers: x is read once. Longer rows
     (:attr:`chunks` > 1) make two passes: pass 1 keeps a running maximum and a
     rescaled running sum per thread (online softmax, Milakov & Gimelshein 2018,
-    "Online normalizer calculation for softmax"), pass 2 reads the row again and
-    writes y. Pass 1 loads with an L2 ``evict_last`` policy so the second read is
+    "Online normalizer calculation for softmax"), pass 2 writes y, reading every
+    chunk but the last again. Pass 1 loads with an L2 ``evict_last`` policy so the second read is
     mostly served by L2, and ends on the last chunk, which pass 2 finds still in the
     registers; device memory then sees x once and y once, but the kernel issues every
     chunk's loads but the last one's twice (:meth:`bytes_read`).
