@@ -24,7 +24,7 @@ RoPE against the default request (the first row of each shape), bf16, at 16384 t
 and 8192 and at 16 tokens: the tuning fields ``rows_per_cta``, ``min_ctas_per_sm`` and
 ``streaming_stores`` (RMSNorm), ``rows_per_cta``, ``min_ctas_per_sm`` and ``block`` (Softmax),
 ``block`` and ``pair_heads`` (RoPE). Switching a default to the winner is one line: the
-``ROWS_PER_CTA`` constants of ``specdsl/kernels/rmsnorm.py`` and ``softmax.py``, a field's
+``ROWS_PER_CTA`` constants of ``specdsl/kernels/rmsnorm.py`` and ``_softmax_layout.py``, a field's
 ``baked(...)`` default, or RoPE's ``block`` launch default.
 """
 

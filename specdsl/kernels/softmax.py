@@ -15,78 +15,38 @@ from ..errors import RenderError, SpecError
 from ._checks import FLOAT_DTYPES, one_of
 from ._rows import (
     MAX_GRID_X,
-    cdiv,
     check_length,
     check_min_ctas_per_sm,
     check_rows_per_cta,
     most_vectors_per_thread,
-    row_block,
     row_launch_dims,
-    row_vectors,
     threads_for,
     vector_elements,
-    vector_registers,
-    windowed,
+)
+from ._softmax_layout import (
+    MAX_SPLIT,
+    MOST_CHUNKS,
+    ROWS_PER_CTA,
+    count_chunks,
+    default_block,
+    default_block_of,
+    default_rows_per_cta,
+    layout,
+    resident_geometry,
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 
-__all__ = ["Softmax", "reference", "example", "suggested_split", "MAX_COLS", "MAX_SPLIT",
-           "ROWS_PER_CTA"]
+__all__ = ["Softmax", "reference", "example", "suggested_split", "default_block", "MAX_COLS",
+           "MAX_SPLIT", "ROWS_PER_CTA"]
 
 #: Longest row (8 chunks of 1024 threads x 8 vectors would allow 524288 f16/bf16;
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
 MAX_COLS = 262144
 
-_MOST_CHUNKS = 8  # chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it)
-#: Most 16-byte vectors of a row one thread holds in registers at a time (32 words;
-#: narrower vectors: 16 of 8 bytes, 32 of 4 or 2, see ``_rows.most_vectors_per_thread``).
-VECTORS_PER_THREAD = 8
-
 #: Range of a nonzero |scale|: 2 * scale * log2(e), baked as one f32, must neither
 #: overflow nor round to zero (about 2.4e-46 to 1.1793e38).
 _MIN_SCALE = 2.0**-150 / (2 * math.log2(math.e))
 _MAX_SCALE = (2 - 2**-23) * 2.0**127 / (2 * math.log2(math.e))
-
-#: Most CTAs a row may be split over: the largest portable cluster (CUDA Programming
-#: Guide, "Thread Block Clusters": 8 CTAs on every device that has clusters).
-MAX_SPLIT = 8
-
-#: The ``rows_per_cta`` default (rows of one CTA, split 1): candidates 2 and 4 are timed by
-#: ``benchmarks/variants.py copy-rate`` (docs/kernels/softmax.md).
-ROWS_PER_CTA = 1
-
-
-def default_block(cols: int, dtype: DType) -> int:
-    """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
-
-    See :func:`specdsl.kernels._rows.row_block`: at most 256 threads with at least two
-    16-byte vectors each, up to :data:`VECTORS_PER_THREAD` (cols 8192 bf16: 256 x 4;
-    32768: 512 x 8; a window's vectors, :func:`~specdsl.kernels._rows.row_vectors`).
-    """
-    return _block_for(*_layout(cols, dtype, 1, 1), dtype)
-
-
-def _layout(cols: int, dtype: DType, split: int, rows_per_cta: int) -> tuple[int, int]:
-    """(elements a vector, vectors of a CTA's part of a row), as softmax.ptx.j2: a window
-    (split 1, a row a CTA, 8 chunks at most), else the widest vector dividing ``cols``."""
-    if split == 1 and rows_per_cta == 1 and windowed(cols, dtype):
-        lanes, vectors = row_vectors(cols, dtype, True)
-        if vectors <= _MOST_CHUNKS * 1024 * VECTORS_PER_THREAD:  # else too long a window
-            return lanes, vectors
-    lanes = vector_elements(cols, dtype)
-    return lanes, cols // split // lanes
-
-
-def _block_for(lanes: int, vectors: int, dtype: DType) -> int:
-    return row_block(vectors, vector_registers(lanes, dtype), preferred_threads=256)
-
-
-def _default_block_of(spec: Any) -> int:
-    # a split out of range or not into whole vectors is refused by its validator: size the
-    # block for the whole row (rows_per_cta, set after block, is taken as 1, its default)
-    split = spec.split if 1 <= spec.split <= MAX_SPLIT else 1
-    split = 1 if spec.cols % (vector_elements(spec.cols, spec.dtype) * split) else split
-    return _block_for(*_layout(spec.cols, spec.dtype, split, 1), spec.dtype)
 
 
 def _check_cols(instance: Any, attribute: Any, cols: int) -> None:
@@ -127,53 +87,29 @@ def _check_split(instance: Any, attribute: Any, split: int) -> None:
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     if not (32 <= block <= 1024 and block % 32 == 0):
         raise ValueError("expected a multiple of 32 from 32 to 1024 threads per CTA")
-    lanes, vectors = _layout(instance.cols, instance.dtype, instance.split, instance.rows_per_cta)
+    lanes, vectors = layout(instance.cols, instance.dtype, instance.split, instance.rows_per_cta)
     most = most_vectors_per_thread(lanes, instance.dtype)
     if instance.split > 1:
-        if _chunks(vectors, most, block) > 1:
+        if count_chunks(vectors, most, block) > 1:
             least = threads_for(vectors, most)
             raise ValueError(f"expected at least {least} threads with split={instance.split}: "
                              f"each CTA holds its slice of {vectors} vectors in registers, "
                              f"{most} a thread")
-    elif _chunks(vectors, most, block) > _MOST_CHUNKS:
-        least = threads_for(vectors, _MOST_CHUNKS * most)
+    elif count_chunks(vectors, most, block) > MOST_CHUNKS:
+        least = threads_for(vectors, MOST_CHUNKS * most)
         raise ValueError(f"expected at least {least} threads: a row of {vectors} vectors is "
-                         f"held in at most {_MOST_CHUNKS} chunks of {most} vectors a thread")
-
-
-def _resident_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
-    """(vectors a thread holds, most it may hold, chunks) of a CTA's part of a row."""
-    lanes, vectors = _layout(spec.cols, spec.dtype, spec.split, rows_per_cta)
-    most = most_vectors_per_thread(lanes, spec.dtype)
-    return min(most, cdiv(vectors, spec.block)), most, _chunks(vectors, most, spec.block)
+                         f"held in at most {MOST_CHUNKS} chunks of {most} vectors a thread")
 
 
 def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
-    per_thread, most, chunks = _resident_geometry(instance, value)
-    check_rows_per_cta(value, chunks, per_thread, most)
+    per_thread, most, n_chunks = resident_geometry(instance, value)
+    check_rows_per_cta(value, n_chunks, per_thread, most)
     if value > 1 and instance.split > 1:
         raise ValueError("expected 1 with split > 1 (a cluster shares one row)")
 
 
-def _default_rows_per_cta(spec: Any) -> int:
-    """:data:`ROWS_PER_CTA`, or fewer where the registers cannot hold that many rows (and
-    1 for split or chunked rows, and rows walked in a window)."""
-    if not (isinstance(spec.cols, int) and spec.cols >= 1 and 1 <= spec.split <= MAX_SPLIT) \
-            or spec.cols % (vector_elements(spec.cols, spec.dtype) * spec.split):
-        return 1  # cols or split is refused: its own validator says why
-    per_thread, most, chunks = _resident_geometry(spec, 1)
-    fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
-    plain = chunks == 1 and spec.split == 1 and not windowed(spec.cols, spec.dtype)
-    return fits[0] if plain else 1
-
-
 def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
     check_min_ctas_per_sm(value, instance.block)
-
-
-def _chunks(vectors: int, most: int, block: int) -> int:
-    """Chunks of ``block`` threads x up to ``most`` vectors that cover ``vectors``."""
-    return cdiv(vectors, block * min(most, cdiv(vectors, block)))
 
 
 @kernel_spec(template="softmax.ptx.j2", entry="softmax")
@@ -249,9 +185,9 @@ class Softmax:
                          doc="element type: f32, f16 or bf16")
     split: int = baked(1, validator=_check_split,
                        doc="CTAs per row: 1, or a cluster of up to 8 sharing the row (sm_90)")
-    block: int = baked(attrs.Factory(_default_block_of, takes_self=True),
+    block: int = baked(attrs.Factory(default_block_of, takes_self=True),
                        validator=_check_block, doc="threads per CTA")
-    rows_per_cta: int = baked(attrs.Factory(_default_rows_per_cta, takes_self=True),
+    rows_per_cta: int = baked(attrs.Factory(default_rows_per_cta, takes_self=True),
                               validator=_check_rows_per_cta,
                               doc="rows a CTA takes at once (their reductions share barriers)")
     min_ctas_per_sm: int | None = baked(None, validator=_check_min_ctas,
@@ -278,7 +214,7 @@ class Softmax:
     def vector(self) -> int:
         """Elements one load moves: the largest power of two dividing ``cols`` up to 16 bytes,
         or 16 bytes' worth in a window (:func:`~specdsl.kernels._rows.row_vectors`)."""
-        return _layout(self.cols, self.dtype, self.split, self.rows_per_cta)[0]
+        return layout(self.cols, self.dtype, self.split, self.rows_per_cta)[0]
 
     @property
     def windowed(self) -> bool:
@@ -294,7 +230,7 @@ class Softmax:
     @property
     def chunks(self) -> int:
         """Register-sized pieces a CTA's part of a row is processed in (1: x is read once)."""
-        return _chunks(_layout(self.cols, self.dtype, self.split, self.rows_per_cta)[1],
+        return count_chunks(layout(self.cols, self.dtype, self.split, self.rows_per_cta)[1],
                        most_vectors_per_thread(self.vector, self.dtype), self.block)
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

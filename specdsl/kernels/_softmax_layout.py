@@ -1,0 +1,94 @@
+"""How a Softmax row maps onto CTAs: the vector a row moves in, the threads of a CTA, the
+chunks a row is walked in and the rows a CTA holds (``templates/softmax.ptx.j2`` renders
+the same layout; ``specdsl.kernels.softmax`` checks a spec's fields against it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._spec.dtype import DType
+from ._rows import (
+    cdiv,
+    most_vectors_per_thread,
+    row_block,
+    row_vectors,
+    vector_elements,
+    vector_registers,
+    windowed,
+)
+
+__all__ = ["MOST_CHUNKS", "VECTORS_PER_THREAD", "MAX_SPLIT", "ROWS_PER_CTA", "default_block",
+           "layout", "count_chunks", "resident_geometry", "default_block_of", "default_rows_per_cta"]
+
+#: Chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it).
+MOST_CHUNKS = 8
+
+#: Most 16-byte vectors of a row one thread holds in registers at a time (32 words;
+#: narrower vectors: 16 of 8 bytes, 32 of 4 or 2, see ``_rows.most_vectors_per_thread``).
+VECTORS_PER_THREAD = 8
+
+#: Most CTAs a row may be split over: the largest portable cluster (CUDA Programming
+#: Guide, "Thread Block Clusters": 8 CTAs on every device that has clusters).
+MAX_SPLIT = 8
+
+#: The ``rows_per_cta`` default (rows of one CTA, split 1): candidates 2 and 4 are timed by
+#: ``benchmarks/variants.py copy-rate`` (docs/kernels/softmax.md).
+ROWS_PER_CTA = 1
+
+
+def default_block(cols: int, dtype: DType) -> int:
+    """Threads per CTA for rows of ``cols`` elements of ``dtype`` (the ``block`` default).
+
+    See :func:`specdsl.kernels._rows.row_block`: at most 256 threads with at least two
+    16-byte vectors each, up to :data:`VECTORS_PER_THREAD` (cols 8192 bf16: 256 x 4;
+    32768: 512 x 8; a window's vectors, :func:`~specdsl.kernels._rows.row_vectors`).
+    """
+    return _block_for(*layout(cols, dtype, 1, 1), dtype)
+
+
+def layout(cols: int, dtype: DType, split: int, rows_per_cta: int) -> tuple[int, int]:
+    """(elements a vector, vectors of a CTA's part of a row), as softmax.ptx.j2: a window
+    (split 1, a row a CTA, 8 chunks at most), else the widest vector dividing ``cols``."""
+    if split == 1 and rows_per_cta == 1 and windowed(cols, dtype):
+        lanes, vectors = row_vectors(cols, dtype, True)
+        if vectors <= MOST_CHUNKS * 1024 * VECTORS_PER_THREAD:  # else too long a window
+            return lanes, vectors
+    lanes = vector_elements(cols, dtype)
+    return lanes, cols // split // lanes
+
+
+def count_chunks(vectors: int, most: int, block: int) -> int:
+    """Chunks of ``block`` threads x up to ``most`` vectors that cover ``vectors``."""
+    return cdiv(vectors, block * min(most, cdiv(vectors, block)))
+
+
+def resident_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
+    """(vectors a thread holds, most it may hold, chunks) of a CTA's part of a row."""
+    lanes, vectors = layout(spec.cols, spec.dtype, spec.split, rows_per_cta)
+    most = most_vectors_per_thread(lanes, spec.dtype)
+    return min(most, cdiv(vectors, spec.block)), most, count_chunks(vectors, most, spec.block)
+
+
+def default_block_of(spec: Any) -> int:
+    """The ``block`` default of a spec being built (its ``cols``, ``dtype`` and ``split``)."""
+    # a split out of range or not into whole vectors is refused by its validator: size the
+    # block for the whole row (rows_per_cta, set after block, is taken as 1, its default)
+    split = spec.split if 1 <= spec.split <= MAX_SPLIT else 1
+    split = 1 if spec.cols % (vector_elements(spec.cols, spec.dtype) * split) else split
+    return _block_for(*layout(spec.cols, spec.dtype, split, 1), spec.dtype)
+
+
+def default_rows_per_cta(spec: Any) -> int:
+    """:data:`ROWS_PER_CTA`, or fewer where the registers cannot hold that many rows (and
+    1 for split or chunked rows, and rows walked in a window)."""
+    if not (isinstance(spec.cols, int) and spec.cols >= 1 and 1 <= spec.split <= MAX_SPLIT) \
+            or spec.cols % (vector_elements(spec.cols, spec.dtype) * spec.split):
+        return 1  # cols or split is refused: its own validator says why
+    per_thread, most, n_chunks = resident_geometry(spec, 1)
+    fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
+    plain = n_chunks == 1 and spec.split == 1 and not windowed(spec.cols, spec.dtype)
+    return fits[0] if plain else 1
+
+
+def _block_for(lanes: int, vectors: int, dtype: DType) -> int:
+    return row_block(vectors, vector_registers(lanes, dtype), preferred_threads=256)
