@@ -121,7 +121,9 @@ class Fp8Quant:
     threads hold in registers (32 registers a thread: 65536 f16/bf16 elements at 1024
     threads, 32768 f32) is read once; a longer one (:attr:`chunks` > 1) is walked in
     chunks, twice for a dynamic scale (the row max, then the quantization; the first
-    pass keeps x in L2 with an evict_last policy), once for a static scale.
+    pass keeps x in L2 with an evict_last policy and ends on the last chunk, which the
+    second quantizes from the registers before it reads the others again), once for a
+    static scale.
 
     Special values: NaN inputs give NaN codes (0x7F/0xFF) and are ignored by the row
     max; values whose quotient is beyond +-448, infinities included, saturate to +-448;

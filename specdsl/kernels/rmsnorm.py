@@ -148,7 +148,8 @@ class RMSNorm:
     such a length move in the narrower vector instead (one element for odd lengths). Rows that fit
     ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take
     two passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and
-    writing it back), then the row again (``x``, or ``s`` from ``residual``) for ``y``.
+    writing it back), then the row again for ``y``: ``s`` from ``residual``, or without
+    the residual every chunk of ``x`` but the last, which pass 1 leaves in the registers.
 
     Launch: :meth:`launch_dims` (one CTA of ``block`` threads per row). The reciprocal
     square root is ``rsqrt.approx.f32``: the PTX ISA ("rsqrt") bounds its relative

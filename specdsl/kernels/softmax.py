@@ -131,7 +131,8 @@ class Softmax:
     no finite element at all (a fully masked row) gives NaN everywhere (see
     docs/kernels/softmax.md, "Special values").
 
-    Rows of up to ``1024 * 32`` values live in registers: x is read once. Longer rows
+    Rows that 1024 threads x 32 registers hold (65536 f16/bf16 values, 32768 f32)
+    live in registers: x is read once. Longer rows
     (:attr:`chunks` > 1) make two passes: pass 1 keeps a running maximum and a
     rescaled running sum per thread (online softmax, Milakov & Gimelshein 2018,
     "Online normalizer calculation for softmax"), pass 2 writes y, reading every
@@ -144,7 +145,8 @@ class Softmax:
     (sm_90 and newer; PTX ``.reqnctapercluster``), each holding one slice in registers;
     the CTAs combine their maxima and sums through distributed shared memory. A row
     then spreads over ``split`` SMs: for few long rows (decode) the launch runs ``split``
-    times wider and reads x once where one CTA would read a long row twice. The grid
+    times wider and reads x once where one CTA would read a long row again but for its
+    last chunk. The grid
     must then be ``split * rows`` CTAs along x (:meth:`launch_dims`); the executor refuses
     a grid that is not a whole number of clusters.
 
@@ -255,8 +257,9 @@ class Softmax:
     def bytes_read(self, rows: int) -> int:
         """Bytes the kernel's loads request: ``x`` once, and when :attr:`chunks` > 1 every
         chunk but the last again (``block`` threads x the vectors a thread holds, each of
-        :attr:`vector_bytes`; pass 2 finds the last chunk in the registers). A row in a
-        window counts its whole 16-byte vectors, edges included."""
+        :attr:`vector_bytes`; pass 2 finds the last chunk in the registers). The first
+        term is the row's own bytes: a window's edge vectors, loaded whole, also touch
+        bytes of the neighbouring rows, which are not counted."""
         once = rows * self.cols * self.dtype.size
         if self.chunks == 1:
             return once
