@@ -99,8 +99,7 @@ def test_refused_values_take_the_article_their_type_name_is_read_with():
     """'(got 5, an int)', 'an object', 'a str': the article follows the type's name."""
     from specdsl.kernels import RMSNorm
 
-    dtypes = "DType ('f32', 'f16', 'bf16', 'f8e4m3', 'f8e5m2', 'f64', 'i32', 'u32', 'i8', " \
-             "'u8', 'i64', 'u64')"
+    dtypes = "DType, one of 'f32', 'f16', 'bf16'"  # the types its validator allows
     for value, got in [(5, "5, an int"), ("x", "'x', a str"), (2.5, "2.5, a float")]:
         with pytest.raises(SpecError) as info:
             RMSNorm(hidden=4096, dtype=value)
@@ -110,6 +109,24 @@ def test_refused_values_take_the_article_their_type_name_is_read_with():
         RMSNorm(hidden=object())
     assert re.fullmatch(r"RMSNorm\.hidden must be an int \(got <object object at 0x\w+>, an "
                         r"object\)", str(info.value))
+
+
+def test_enum_message_lists_what_the_validator_allows(tmp_path):
+    """A refused enum value's message lists the members the field's validator allows
+    (``attrs.validators.in_``, or a check with ``choices``), else every member."""
+    (tmp_path / "t.ptx.j2").write_text(".entry {{ entry }} // {{ a }} {{ b }} {{ c }}\n")
+    narrow = _define("t.ptx.j2", {
+        "a": (DType, baked(DType.F32, validator=attrs.validators.in_([DType.F32, DType.BF16]))),
+        "b": (DType, baked(DType.F16, validator=[lambda v: True,
+                                                 attrs.validators.in_((DType.F16,))])),
+        "c": (DType, baked(DType.F32))}, template_dir=tmp_path)
+    for field, listed in [("a", "a DType, one of 'f32', 'bf16'"),
+                          ("b", "a DType, one of 'f16'"),
+                          ("c", "a DType ('f32', 'f16', 'bf16', 'f8e4m3',")]:
+        with pytest.raises(SpecError, match=rf"^Bad\.{field} must be {re.escape(listed)}"):
+            narrow(**{field: "fp99"})
+    with pytest.raises(SpecError, match=r"^Bad\.a = DType\.F16 is invalid"):
+        narrow(a="f16")  # a member it does not allow: the validator's own message
 
 
 def test_ndarray_value_takes_an():

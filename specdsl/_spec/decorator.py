@@ -27,12 +27,13 @@ from .checks import (
     read_facts,
     warn_unread,
 )
+from .coerce import make_coercer
 from .fields import (
     BAKED,
+    CHOICES,
     LAUNCH,
     NONFINITE,
     canonical,
-    make_coercer,
     reason_of,
     refusal,
     role_of,
@@ -304,7 +305,8 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
             f"'{field.name}: float = {role}(...)' (int, float, bool, str, an Enum, ...)")
     try:
         coerce = make_coercer(owner, field.name, hints[field.name],
-                              field.metadata.get(NONFINITE, False), ptx_text=role == BAKED)
+                              field.metadata.get(NONFINITE, False), ptx_text=role == BAKED,
+                              choices=field.metadata.get(CHOICES))
     except TypeError as exc:  # the message already names owner.field
         raise SpecDefinitionError(str(exc)) from None
     user_converter: Any = field.converter

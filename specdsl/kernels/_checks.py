@@ -26,6 +26,7 @@ def one_of(*allowed: Any):
     def check(instance: Any, attribute: Any, value: Any) -> None:
         if value not in allowed:
             raise ValueError(f"expected one of {names}")
+    check.choices = allowed  # type: ignore[attr-defined]  # read by the field's coercer
     return check
 
 
