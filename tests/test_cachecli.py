@@ -34,7 +34,7 @@ def test_info(capsys, warm):
     lines = out.splitlines()
     assert code == 0 and lines[0] == f"location   {warm}"
     assert re.fullmatch(r"size {7}\d+\.\d KiB in 4 entries \(cap 1\.0 GiB\)", lines[1])
-    assert lines[2] == "entries    2 cubin, 2 PTX"
+    assert lines[2] == "entries    2 cubins, 2 PTX"
     assert lines[3] == "temp       0 files (0 B)"
     assert re.fullmatch(r"toolchain  nvJitLink \d+\.\d+\.\d+ cuda_\S+; cuda\.core \S+; "
                         r"Jinja \S+; Python \S+", lines[4])
@@ -181,7 +181,7 @@ def test_other_entries_are_explained_and_cleared(capsys, warm):
     (foreign / "left-by-someone").write_bytes(b"not an entry of any specdsl")
     code, out, _ = run(capsys, "cache", "info", "--dir", str(warm))
     lines = out.splitlines()
-    assert code == 0 and lines[2] == "entries    2 cubin, 2 PTX, 1 other"
+    assert code == 0 and lines[2] == "entries    2 cubins, 2 PTX, 1 other"
     assert lines[3] == ("           (other: an older specdsl's entries, damaged or foreign "
                         "files: never read; clear removes them)")
     run(capsys, "cache", "clear", "--dir", str(warm))

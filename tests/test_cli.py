@@ -135,6 +135,9 @@ def test_malformed_module_name_is_one_plain_line(capsys, name):
     (["render", "vectoradd", "block=64", "block=128"],
      "VectorAdd.block is given twice ('block=128'); give each field once"),
     (["render", "nosuch"], "unknown spec 'nosuch': built-in specs are"),
+    (["render", "RMSNrom"], "or give 'package.module:ClassName'; did you mean 'rmsnorm'?"),
+    (["render", "vectoradd", "dtype=fp99"],
+     "VectorAdd.dtype must be a DType, one of 'f32', 'f16', 'bf16' (got 'fp99', a str)"),
     (["render", "no.such.module:X"], "cannot import module 'no.such.module'"),
     (["render", "vectoradd", "dtype=bf16", "--target", "sm_80"], "needs sm_90 or newer"),
 ])

@@ -108,6 +108,14 @@ def _toolchain() -> str:
     return f"{nvjitlink}; Jinja {jinja2.__version__}; Python {platform.python_version()}"
 
 
+#: How a count of more than one entry of a kind reads ("2 cubins"; PTX and facts stay).
+_PLURALS = {"cubin": "cubins", "compiled template": "compiled templates"}
+
+
+def _count(n: int, kind: str) -> str:
+    return f"{n} {kind if n == 1 else _PLURALS.get(kind, kind)}"
+
+
 def _info(root: Path, exists: bool) -> None:
     usage = eviction.usage(root) if exists else None
     cap = knobs.cache_max_bytes
@@ -116,7 +124,7 @@ def _info(root: Path, exists: bool) -> None:
         print(f"size       {format_size(usage.bytes)} in {usage.entries} entries "
               f"(cap {format_size(cap) if cap is not None else 'none'})")
         order = [*eviction.KINDS.values(), "other"]
-        kinds = ", ".join(f"{usage.kinds[kind]} {kind}" for kind in order if kind in usage.kinds)
+        kinds = ", ".join(_count(usage.kinds[kind], kind) for kind in order if kind in usage.kinds)
         print(f"entries    {kinds or 'none'}")
         if "other" in usage.kinds:
             print("           (other: an older specdsl's entries, damaged or foreign "

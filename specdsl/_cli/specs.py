@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._review.requests import builtin_specs
-from .._spec.decorator import is_spec
+from .._spec.decorator import did_you_mean, is_spec
 from ..errors import SpecError
 from .user_modules import is_file_name, load_module
 from .working_folder import in_working_folder
@@ -35,9 +35,10 @@ def resolve_spec(name: str) -> type:
             raise SpecError(f"unknown spec {name!r}: name a class in a file after a colon, "
                             f"as 'path/file.py:ClassName'{_class_hint(name)}")
         if cls is None:
+            hint = _class_hint(name) or did_you_mean([name.lower()], sorted(builtin))
             raise SpecError(f"unknown spec {name!r}: built-in specs are "
                             f"{', '.join(sorted(builtin))}, or give 'package.module:ClassName'"
-                            f"{_class_hint(name)}")
+                            f"{hint}")
         return cls
     module_name, _, qualname = name.rpartition(":")
     if not module_name or "" in qualname.split("."):
