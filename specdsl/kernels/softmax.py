@@ -232,8 +232,7 @@ class Softmax:
     @property
     def chunks(self) -> int:
         """Register-sized pieces a CTA's part of a row is processed in (1: x is read once)."""
-        return count_chunks(layout(self.cols, self.dtype, self.split, self.rows_per_cta)[1],
-                       most_vectors_per_thread(self.vector, self.dtype), self.block)
+        return resident_geometry(self, self.rows_per_cta)[2]
 
     def launch_dims(self, rows: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``rows`` rows: ``split`` CTAs of ``block`` threads per row,
@@ -260,11 +259,9 @@ class Softmax:
         :attr:`vector_bytes`; pass 2 finds the last chunk in the registers). The first
         term is the row's own bytes: a window's edge vectors, loaded whole, also touch
         bytes of the neighbouring rows, which are not counted."""
-        once = rows * self.cols * self.dtype.size
-        if self.chunks == 1:
-            return once
-        most = most_vectors_per_thread(self.vector, self.dtype)
-        return once + rows * (self.chunks - 1) * self.block * most * self.vector_bytes
+        per_thread, _, chunks = resident_geometry(self, self.rows_per_cta)
+        again = (chunks - 1) * self.block * per_thread * self.vector_bytes
+        return rows * (self.cols * self.dtype.size + again)
 
 
 def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 132) -> int:
