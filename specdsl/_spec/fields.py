@@ -46,11 +46,15 @@ def _field(role: str, default: Any, validator: Any, converter: Any,
     )
 
 
+#: The class of ``attrs.validators.in_(...)`` validators (private in attrs), for its ``options``.
+_IN_VALIDATOR: type = type(attrs.validators.in_(()))
+
+
 def _choices_of(validators: Any) -> tuple[Any, ...] | None:
     """The values the first of ``validators`` that names them allows, or ``None``."""
     for validator in validators:
         choices = getattr(validator, "choices", None)
-        if choices is None and type(validator).__name__ == "_InValidator":  # attrs' in_
+        if choices is None and isinstance(validator, _IN_VALIDATOR):
             choices = getattr(validator, "options", None)
         if isinstance(choices, (tuple, list, frozenset, set)):
             return tuple(choices)
