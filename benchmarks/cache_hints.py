@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 from harness import Launcher, device_times  # noqa: E402
 
 from specdsl import baked, kernel_spec, render  # noqa: E402
-from specdsl.kernels import RMSNorm, RMSNormQuant, Softmax  # noqa: E402
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, Softmax  # noqa: E402
 
 
 class Variants:
@@ -187,26 +187,28 @@ def edits(spec: Any, ptx: str) -> dict[str, str]:
 
 
 def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
-    """One input set in ``.param`` order: torch tensors, then the row count."""
-    dtype = torch.bfloat16
+    """One input set of ``spec`` (Softmax, RMSNorm, RMSNormQuant, dynamic Fp8Quant) in
+    ``.param`` order: torch tensors of the spec's dtype on the GPU, then any row count."""
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec.dtype.ptx]
     if isinstance(spec, Softmax):
-        return [torch.randn(tokens, spec.cols, device="cuda", dtype=dtype),
-                torch.empty(tokens, spec.cols, device="cuda", dtype=dtype), np.uint32(tokens)]
-    hidden = spec.hidden
-    args = [torch.randn(tokens, hidden, device="cuda", dtype=dtype)]
-    if spec.fused_residual:
-        args.append(torch.randn(tokens, hidden, device="cuda", dtype=dtype))
-    args.append(torch.randn(hidden, device="cuda", dtype=dtype))
-    if isinstance(spec, RMSNormQuant):
-        args += [torch.empty(tokens, hidden, dtype=torch.uint8, device="cuda"),
-                 torch.empty(tokens, dtype=torch.float32, device="cuda")]
-    else:
-        args.append(torch.empty(tokens, hidden, dtype=dtype, device="cuda"))
-    return args + [np.uint32(tokens)]
+        x = torch.randn(tokens, spec.cols, device="cuda", dtype=dtype)
+        return [x, torch.empty_like(x), np.uint32(tokens)]
+    x = torch.randn(tokens, spec.hidden, device="cuda", dtype=dtype)
+    codes = [torch.empty(tokens, spec.hidden, device="cuda", dtype=torch.uint8),
+             torch.empty(tokens, device="cuda", dtype=torch.float32)]   # q, a scale a row
+    if isinstance(spec, Fp8Quant):
+        return [x, *codes]
+    residual = [torch.randn_like(x)] if spec.fused_residual else []
+    weight = torch.randn(spec.hidden, device="cuda", dtype=dtype) * 0.5 + 1
+    written = codes if isinstance(spec, RMSNormQuant) else [torch.empty_like(x)]
+    return [x, *residual, weight, *written, np.uint32(tokens)]
 
 
 def outputs(args: list[Any], spec: Any) -> list[Any]:
-    """The tensors the kernel writes: y (or q and scale), and the residual it writes back."""
+    """The tensors ``spec`` writes among ``args``: y, or q and the scales, and the residual
+    it writes back."""
+    if isinstance(spec, Fp8Quant):
+        return args[1:3]
     written = args[-3:-1] if isinstance(spec, RMSNormQuant) else args[-2:-1]
     return written + ([args[1]] if getattr(spec, "fused_residual", False) else [])
 

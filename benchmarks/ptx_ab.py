@@ -100,35 +100,11 @@ def render_revision(rev: str, out: Path) -> list[str]:
     return list(texts)
 
 
-def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
-    """One input set of ``spec`` in ``.param`` order: torch tensors, then any row count."""
-    import numpy as np
-
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec.dtype.ptx]
-    if isinstance(spec, Softmax):
-        x = torch.randn(tokens, spec.cols, device="cuda", dtype=dtype)
-        return [x, torch.empty_like(x), np.uint32(tokens)]
-    x = torch.randn(tokens, spec.hidden, device="cuda", dtype=dtype)
-    if isinstance(spec, Fp8Quant):
-        return [x, torch.empty(tokens, spec.hidden, device="cuda", dtype=torch.uint8),
-                torch.empty(tokens, device="cuda", dtype=torch.float32)]
-    residual = [torch.randn_like(x)] if spec.fused_residual else []
-    weight = torch.randn(spec.hidden, device="cuda", dtype=dtype) * 0.5 + 1
-    return [x, *residual, weight, torch.empty_like(x), np.uint32(tokens)]
-
-
-def outputs(args: list[Any], spec: Any) -> list[Any]:
-    """The tensors ``spec`` writes among ``args`` (y; q and scale; and the residual it writes back)."""
-    if isinstance(spec, Fp8Quant):
-        return args[1:3]
-    return [args[-2]] + ([args[1]] if getattr(spec, "fused_residual", False) else [])
-
-
 def time_case(torch: Any, launcher: Any, variant: Any, spec: Any, tokens: int,
               texts: dict[str, str], rounds: int, launches: int, reused: Any) -> dict[str, Any]:
     """Check that ``texts`` ({name: PTX}) write the same bits, then time each: ``{"us":
     {name: mean of the rounds' medians}, "reuse": {name: median us}, "same": bool}``."""
-    from cache_hints import time_and_reuse
+    from cache_hints import arguments, outputs, time_and_reuse
 
     sets = [arguments(torch, spec, tokens) for _ in range(3)]
     grid, block = spec.launch_dims(tokens)
