@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from specdsl._render.render import render
 from specdsl._runtime.compile import Compiled, compile_ptx
 
@@ -23,3 +25,27 @@ def assert_no_spills(compiled: Compiled) -> None:
     assert resources, f"no resource report in the log:\n{compiled.log}"
     for entry, used in resources.items():
         assert not used.spills and used.stack_frame == 0, f"{entry} spills: {used}"
+
+
+def assert_lines_demoted(ptx: str, loads: list[tuple[str, str, int]],
+                         line_of: dict[str, str]) -> None:
+    """Fail unless each of ``loads`` (guard or "", cursor, byte offset), loaded under an
+    L2 policy, has exactly one ``applypriority.global.L2::evict_normal`` on its 128-byte
+    line (templates/rows.ptx.j2, demote_lines): at the same offset from the line register
+    ``line_of`` maps to the load's cursor, set by ``and.b64 line, cursor, -128``, by lanes
+    0, 8, 16 and 24 (``%pline0``), and under ``%pline1`` (``%pline0`` and the load's own
+    guard) exactly where the load is guarded."""
+    demote = re.compile(r"@(%pline[01]) applypriority\.global\.L2::evict_normal "
+                        r"\[(%rd\d+)\+(\d+)\], 128;")
+    demotes = [(pred, line_of[line], int(offset)) for pred, line, offset in demote.findall(ptx)]
+    assert sorted((cursor, offset) for _, cursor, offset in loads) == sorted(
+        (cursor, offset) for _, cursor, offset in demotes)
+    guarded = {(cursor, offset) for guard, cursor, offset in loads if guard}
+    assert all((pred == "%pline1") == ((cursor, offset) in guarded)
+               for pred, cursor, offset in demotes)
+    for guard in {g.strip() for g, _, _ in loads if g}:
+        assert f"and.pred            %pline1, %pline0, {guard[1:]};" in ptx
+    rounded = [f"and.b64             {reg}, {cursor}, -128;" for reg, cursor in line_of.items()]
+    for line in ["and.b32             %r10, %r4, 7;", "setp.eq.u32         %pline0, %r10, 0;",
+                 *rounded]:
+        assert line in ptx

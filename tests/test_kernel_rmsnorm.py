@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from golden import check_golden
-from ptxcheck import assemble, assert_no_spills
+from ptxcheck import assemble, assert_lines_demoted, assert_no_spills
 from ptxsim import row_coverage
 from specdsl import SpecError, render
 from specdsl._cli.main import main
@@ -435,7 +435,6 @@ def test_rows_per_cta_share_one_barrier_and_the_weight():
 
 _KEPT_LOAD = re.compile(r"(@%pg\d+ )?ld\.global(?:\.nc)?\.L2::cache_hint\.v4\.b32 \{[^}]*\}, "
                         r"\[(%rd[47])\+(\d+)\], %keep;")
-_DEMOTE = re.compile(r"@(%pline[01]) applypriority\.global\.L2::evict_normal \[(%rd1[23])\+(\d+)\], 128;")
 
 
 @pytest.mark.parametrize("spec", [
@@ -449,19 +448,9 @@ def test_residual_rows_keep_their_lines_until_read(spec):
     one applypriority per load, under the load's own guard where the sweep runs past the row.
     (The H200 figures and why: docs/kernels/rmsnorm.md, "Cache hints".)"""
     ptx = render(spec)
-    loads = _KEPT_LOAD.findall(ptx)
+    loads = [(guard, base, int(offset)) for guard, base, offset in _KEPT_LOAD.findall(ptx)]
     assert len(loads) == 2 * spec.vectors_per_thread
-    line_of = {"%rd12": "%rd4", "%rd13": "%rd7"}
-    demotes = [(pred, line_of[line], int(offset)) for pred, line, offset in _DEMOTE.findall(ptx)]
-    assert sorted((base, int(offset)) for _, base, offset in loads) == sorted(
-        (base, offset) for _, base, offset in demotes)
-    guarded = {int(offset) for guard, _, offset in loads if guard}
-    assert all((pred == "%pline1") == (offset in guarded) for pred, _, offset in demotes)
-    for guard in {g.strip() for g, _, _ in loads if g}:
-        assert f"and.pred            %pline1, %pline0, {guard[1:]};" in ptx
-    for line in ("and.b32             %r10, %r4, 7;", "setp.eq.u32         %pline0, %r10, 0;",
-                 "and.b64             %rd12, %rd4, -128;", "and.b64             %rd13, %rd7, -128;"):
-        assert line in ptx
+    assert_lines_demoted(ptx, loads, {"%rd12": "%rd4", "%rd13": "%rd7"})
     policy = ptx.index("createpolicy.fractional.L2::evict_last.b64 %keep, 1.0;")
     squares_summed = ptx.index("add.f32             %acc0, %acc0, %acc1;")
     first_demote = ptx.index("applypriority")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from golden import check_golden
-from ptxcheck import assemble, assert_no_spills
+from ptxcheck import assemble, assert_lines_demoted, assert_no_spills
 from ptxsim import row_coverage
 from specdsl import SpecError, render
 from specdsl._spec.dtype import DType
@@ -392,8 +392,7 @@ def test_rows_in_registers_carry_no_cache_hint(spec):
 
 
 _KEPT_LOAD = re.compile(r"(@%pg\d+ )?ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.v4\.b32 "
-                        r"\{[^}]*\}, \[%rd4\+(\d+)\], %keep;")
-_DEMOTE = re.compile(r"@(%pline[01]) applypriority\.global\.L2::evict_normal \[%rd6\+(\d+)\], 128;")
+                        r"\{[^}]*\}, \[(%rd4)\+(\d+)\], %keep;")
 
 
 @pytest.mark.parametrize("spec", [Softmax(cols=12288), Softmax(cols=16384), Softmax(cols=32768),
@@ -407,19 +406,11 @@ def test_wide_rows_in_registers_keep_their_lines_until_read(spec):
     past the row (cols 12552). y is stored plainly. (H200: 1.4 to 3.0% faster, the next
     kernel's L2 reuse unchanged; docs/kernels/softmax.md, "Cache hints".)"""
     ptx = render(spec)
-    loads = _KEPT_LOAD.findall(ptx)
+    loads = [(guard, base, int(offset)) for guard, base, offset in _KEPT_LOAD.findall(ptx)]
     per_thread = -(-spec.cols // spec.vector // spec.block)
     assert spec.block in (256, 512) and 6 <= per_thread <= 8 and len(loads) == per_thread
-    demotes = _DEMOTE.findall(ptx)
-    assert sorted(int(offset) for _, offset in loads) == sorted(int(o) for _, o in demotes)
-    guarded = {int(offset) for guard, offset in loads if guard}
-    assert all((pred == "%pline1") == (int(offset) in guarded) for pred, offset in demotes)
-    for guard in {g.strip() for g, _ in loads if g}:
-        assert f"and.pred            %pline1, %pline0, {guard[1:]};" in ptx
-    assert (spec.cols != 12552) or guarded   # the guarded form is exercised
-    for line in ("and.b32             %r10, %r4, 7;", "setp.eq.u32         %pline0, %r10, 0;",
-                 "and.b64             %rd6, %rd4, -128;"):
-        assert line in ptx
+    assert_lines_demoted(ptx, loads, {"%rd6": "%rd4"})
+    assert (spec.cols != 12552) or any(guard for guard, _, _ in loads)   # the guarded form is exercised
     policy = ptx.index("createpolicy.fractional.L2::evict_last.b64 %keep, 1.0;")
     reduce = re.search(r"// CTA (max|min)-reduce", ptx).start()   # after the thread's max
     assert policy < ptx.index("], %keep;") < ptx.rindex("], %keep;") < \
