@@ -126,7 +126,9 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
             a refusal too, but never validate with ``assert``: ``python -O`` strips it
             and the value is accepted. Any other return, such as ``0`` or a regex
             match, is refused as ambiguous. Every refusal is a :class:`SpecError`
-            naming the field, the value and the check's reason.
+            naming the field, the value and the check's reason. For an enum field, the
+            members an ``attrs.validators.in_`` (or a check's ``choices`` attribute)
+            allows are the ones an unknown value's message lists.
         converter: applied before specdsl's own type coercion: a callable
             ``f(value)``, an ``attrs.Converter`` (attrs >= 24.1; ``takes_self=True``
             passes the instance, whose earlier fields are set, and ``takes_field=True``

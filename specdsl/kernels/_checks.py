@@ -20,7 +20,8 @@ def block_size(instance: Any, attribute: Any, value: int) -> None:
 
 
 def one_of(*allowed: Any):
-    """Validator: the value is one of ``allowed``."""
+    """Validator: the value is one of ``allowed`` (its ``choices``, which an enum field's
+    message for an unknown value lists)."""
     names = ", ".join(str(a) for a in allowed)
 
     def check(instance: Any, attribute: Any, value: Any) -> None:
