@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 from harness import Launcher, device_times  # noqa: E402
 
 from specdsl import baked, kernel_spec, render  # noqa: E402
-from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, Softmax  # noqa: E402
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMulQuant, Softmax  # noqa: E402
 
 
 class Variants:
@@ -187,29 +187,41 @@ def edits(spec: Any, ptx: str) -> dict[str, str]:
 
 
 def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
-    """One input set of ``spec`` (Softmax, RMSNorm, RMSNormQuant, dynamic Fp8Quant) in
-    ``.param`` order: torch tensors of the spec's dtype on the GPU, then any row count."""
+    """One input set of ``spec`` (Softmax, RMSNorm, RMSNormQuant, Fp8Quant, SiluMulQuant)
+    in ``.param`` order: torch tensors of the spec's dtype on the GPU, then any row count.
+    The scales are sized by ``scale_mode``: a row's, a group's (``[tokens, width / 128]``),
+    or the one static scale, read (0.05)."""
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec.dtype.ptx]
     if isinstance(spec, Softmax):
         x = torch.randn(tokens, spec.cols, device="cuda", dtype=dtype)
         return [x, torch.empty_like(x), np.uint32(tokens)]
-    x = torch.randn(tokens, spec.hidden, device="cuda", dtype=dtype)
-    codes = [torch.empty(tokens, spec.hidden, device="cuda", dtype=torch.uint8),
-             torch.empty(tokens, device="cuda", dtype=torch.float32)]   # q, a scale a row
+    width = spec.d if isinstance(spec, SiluMulQuant) else spec.hidden   # of y and q
+    scales = {"dynamic": (tokens,), "group": (tokens, width // 128)}.get(getattr(spec, "scale_mode", ""))
+    scale = (torch.empty(scales, device="cuda", dtype=torch.float32) if scales else
+             torch.full((1,), 0.05, device="cuda", dtype=torch.float32))   # static: read
+    codes = [torch.empty(tokens, width, device="cuda", dtype=torch.uint8), scale]
+    if isinstance(spec, SiluMulQuant):   # x holds gate and up side by side
+        return [torch.randn(tokens, 2 * width, device="cuda", dtype=dtype), *codes,
+                np.uint32(tokens)]
+    x = torch.randn(tokens, width, device="cuda", dtype=dtype)
     if isinstance(spec, Fp8Quant):
-        return [x, *codes]
+        return [x, *codes[:1 if spec.scale_mode == "static_baked" else 2]]
     residual = [torch.randn_like(x)] if spec.fused_residual else []
-    weight = torch.randn(spec.hidden, device="cuda", dtype=dtype) * 0.5 + 1
+    weight = torch.randn(width, device="cuda", dtype=dtype) * 0.5 + 1
     written = codes if isinstance(spec, RMSNormQuant) else [torch.empty_like(x)]
     return [x, *residual, weight, *written, np.uint32(tokens)]
 
 
 def outputs(args: list[Any], spec: Any) -> list[Any]:
-    """The tensors ``spec`` writes among ``args``: y, or q and the scales, and the residual
-    it writes back."""
+    """The tensors ``spec`` writes among ``args``: y, or q and the scales it computes (not a
+    static scale, which it reads), and the residual it writes back."""
+    computed = getattr(spec, "scale_mode", "") in ("dynamic", "group")
     if isinstance(spec, Fp8Quant):
-        return args[1:3]
-    written = args[-3:-1] if isinstance(spec, RMSNormQuant) else args[-2:-1]
+        return args[1:3] if computed else args[1:2]
+    if isinstance(spec, (RMSNormQuant, SiluMulQuant)):
+        written = args[-3:-1] if computed else args[-3:-2]
+    else:
+        written = args[-2:-1]
     return written + ([args[1]] if getattr(spec, "fused_residual", False) else [])
 
 

@@ -16,7 +16,7 @@ import torch
 
 #: Constructors the benchmark cases call with ``device="cuda"``.
 _CONSTRUCTORS = ("randn", "randn_like", "empty", "empty_like", "randint", "zeros", "tensor",
-                 "arange")
+                 "arange", "full")
 
 
 def _on_cpu(function: Any) -> Any:

@@ -13,7 +13,10 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMulQuant, Softmax
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -465,6 +468,28 @@ def test_torch_version_matches_the_reference(cpu_torch, kernel):
         impls = {"eager": harness.Impl(prepare=case.torch_args, run=case.run_torch)}
         passed, records = harness.check_all(cpu_torch, case, impls)
         assert "eager" in passed, (case.shape, records)
+
+
+@pytest.mark.parametrize("spec,shapes,written", [
+    (RMSNorm(hidden=256, fused_residual=True), [(8, 256), (8, 256), (256,), (8, 256), 8], [3, 1]),
+    (RMSNormQuant(hidden=256, scale_mode="group"), [(8, 256), (256,), (8, 256), (8, 2), 8],
+     [2, 3]),
+    (RMSNormQuant(hidden=256, scale_mode="static"), [(8, 256), (256,), (8, 256), (1,), 8], [2]),
+    (Fp8Quant(hidden=256, scale_mode="static_baked", static_scale=0.5), [(8, 256), (8, 256)],
+     [1]),
+    (Fp8Quant(hidden=256), [(8, 256), (8, 256), (8,)], [1, 2]),
+    (SiluMulQuant(d=256, scale_mode="group"), [(8, 512), (8, 256), (8, 2), 8], [1, 2]),
+    (Softmax(cols=256), [(8, 256), (8, 256), 8], [1])])
+def test_ab_input_sets_fit_the_declared_arrays(cpu_torch, spec, shapes, written):
+    """cache_hints.arguments sizes every array as the spec's ``arrays`` declares it for 8
+    rows (the scales by scale_mode: a row's, a group's, the one static scale, none), and
+    outputs() names the arrays the kernel writes. The A/B scripts launch the texts through
+    a spec with no declarations, so a short array there would be written past unchecked."""
+    import cache_hints
+
+    args = cache_hints.arguments(cpu_torch, spec, 8)
+    assert [a if isinstance(a, np.integer) else tuple(a.shape) for a in args] == shapes
+    assert [id(t) for t in cache_hints.outputs(args, spec)] == [id(args[i]) for i in written]
 
 
 def test_liger_rope_adapter_matches_the_reference(cpu_torch, monkeypatch):
