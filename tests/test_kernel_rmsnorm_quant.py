@@ -11,6 +11,7 @@ import pytest
 from ptxcheck import assemble, assert_no_spills
 from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import RMSNorm, RMSNormQuant, rmsnorm
+from specdsl.kernels._rows import register_cap
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm_quant import example, reference
 
@@ -59,6 +60,37 @@ def test_default_block():
     assert RMSNormQuant(hidden=4097).block == 480 == \
         rmsnorm.default_block(4097, DType.BF16, window=False)
     assert RMSNorm(hidden=4096).block == rmsnorm.default_block(4096, DType.BF16, window=False)
+
+
+@pytest.mark.parametrize("hidden,ctas,registers", [
+    (7168, 5, 56), (7168, 6, 40), (4096, 9, 56), (4096, 10, 48), (14336, 3, 40)])
+def test_register_cap_is_ptxas_cap(hidden, ctas, registers):
+    """_rows.register_cap is what ptxas keeps to under .minnctapersm: these dynamic rows want
+    more, so ptxas gives them exactly the cap (3 CTAs of 448 threads: 40, where 65536 /
+    1344 would say 48; 6 of 224: 40, not 48), and the PTX comment says the same."""
+    spec = RMSNormQuant(hidden=hidden, min_ctas_per_sm=ctas)
+    assert register_cap(ctas, spec.block) == registers
+    (used,) = assemble(spec).resources().values()
+    assert used.registers == registers
+    assert f".minnctapersm {ctas}     // {ctas * spec.block} threads an SM: ptxas keeps to " \
+        f"{registers} registers" in render(spec)
+
+
+def test_default_min_ctas():
+    """Rows of 16-byte vectors get ceil(1024 / block) CTAs an SM where their registers fit
+    (4 vectors a thread: 56; 2: 40), else 1024 // block; odd rows, None."""
+    found = {(hidden, fused): RMSNormQuant(hidden=hidden, fused_residual=fused).min_ctas_per_sm
+             for hidden in (4096, 5120, 6144, 7168, 8192, 14336, 16384) for fused in (False, True)}
+    assert found == {(4096, False): 8, (4096, True): 4, (5120, False): 7, (5120, True): 4,
+                     (6144, False): 6, (6144, True): 3, (7168, False): 5, (7168, True): 3,
+                     (8192, False): 4, (8192, True): 2, (14336, False): 2, (14336, True): 2,
+                     (16384, False): 2, (16384, True): 2}
+    assert RMSNormQuant(hidden=4097).min_ctas_per_sm is None
+    assert RMSNormQuant(hidden=7168, dtype="f32").min_ctas_per_sm == 2   # 4 vectors of 448
+    assert ".minnctapersm 4 " in render(RMSNormQuant(hidden=7168, min_ctas_per_sm=None))
+    with pytest.raises(SpecError, match="min_ctas_per_sm = 5 is invalid: expected None or 1 "
+                                        "to 4 CTAs of 448 threads"):
+        RMSNormQuant(hidden=7168, fused_residual=True, min_ctas_per_sm=5)
 
 
 def test_same_normalization_as_rmsnorm():

@@ -9,7 +9,8 @@ from ..errors import SpecError
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
            "windowed", "row_vectors",
            "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
-           "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm",
+           "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm", "register_cap",
+           "min_ctas_for",
            "check_resident", "check_resident_block"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
@@ -148,6 +149,33 @@ def check_min_ctas_per_sm(value: int | None, block: int) -> None:
             or value * block > 2048:
         raise ValueError(f"expected None or 1 to {min(32, 2048 // block)} CTAs of {block} "
                          f"threads an SM (at most 2048 threads and 32 CTAs)")
+
+
+def register_cap(ctas: int, block: int) -> int:
+    """Registers a thread that ``.minnctapersm ctas`` leaves a kernel of ``block`` threads
+    on compute capability 9.0, which ptxas keeps to.
+
+    An SM's 65536 registers are split among its 4 warp schedulers, 16384 each, and a CTA's
+    warps are spread over them, so ``ceil(ctas * warps / 4)`` warps share one scheduler's
+    registers; a thread's are counted in units of 8, at most 255 (CUDA C++ Programming
+    Guide, "Compute Capabilities"). That is why 3 CTAs of 448 threads keep to 40 registers
+    and not 48 (``65536 / 1344``): 42 warps put 11 on a scheduler. ptxas's ``-v`` report
+    agrees for every block the built-ins use (tests/test_kernel_rmsnorm_quant.py).
+    """
+    per_scheduler = cdiv(ctas * cdiv(block, 32), 4)
+    return min(255, 65536 // 4 // (per_scheduler * 32) // 8 * 8)
+
+
+def min_ctas_for(block: int, registers: int) -> int:
+    """The ``.minnctapersm`` that holds at least 1024 threads an SM of compute capability
+    9.0, ``ceil(1024 / block)`` CTAs, where ``registers`` a thread still fit
+    (:func:`register_cap`); else ``1024 // block``, the most CTAs of at most 1024 threads.
+
+    ``1024 // block`` alone leaves a block that does not divide 1024 short: 4 CTAs of 224
+    threads are 896, where 5 fit in 56 registers a thread.
+    """
+    most = cdiv(1024, block)
+    return most if register_cap(most, block) >= registers else max(1, 1024 // block)
 
 
 def check_length(elements: int) -> None:

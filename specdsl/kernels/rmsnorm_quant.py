@@ -12,8 +12,11 @@ from .._spec.fields import baked
 from . import fp8_quant, rmsnorm
 from ._checks import FLOAT_DTYPES, block_size, one_of
 from ._rows import (
+    cdiv,
+    check_min_ctas_per_sm,
     check_resident,
     check_resident_block,
+    min_ctas_for,
     row_launch_dims,
     threads_for,
     vector_elements,
@@ -51,6 +54,32 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
     return min(plain, max(LEAST_THREADS, fewest))
 
 
+#: Registers a thread that rows of 16-byte vectors need without spilling, by vectors a
+#: thread (ptxas for sm_90, every mode, dtype and width of the variants): 2 fit in 40,
+#: 3 or 4 in 56 (the dynamic mode spills 16 to 48 bytes in 48).
+ROW_REGISTERS_NEEDED = {1: 40, 2: 40, 3: 56, 4: 56}
+
+
+def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
+    """CTAs an SM must hold (``.minnctapersm``, the ``min_ctas_per_sm`` default) for rows
+    of ``hidden`` elements of ``dtype`` on ``block`` threads.
+
+    Rows of 16-byte vectors, at most 4 a thread: :func:`~specdsl.kernels._rows.min_ctas_for`
+    with :data:`ROW_REGISTERS_NEEDED`, which is ``ceil(1024 / block)`` CTAs where their
+    registers fit, and ``1024 // block`` otherwise: 5 CTAs of 224 threads (hidden 7168
+    bf16), 6 of 192 (6144), 7 of 160 (5120), 3 of 448 with the residual (7168 bf16). Other
+    rows: None (``1024 // block``). Measured on the H200 (2026-12-01, 16384 rows, bf16,
+    events, docs/kernels/rmsnorm.md): hidden 7168, dynamic scales, 93.5 us at 4 CTAs of
+    224 against 88.3 at 5; 6144, 79.5 against 76.4; 7168 with the residual, 201.6 at 2
+    CTAs of 448 against 197.3 at 3. Where ``1024 / block`` is whole, nothing changes.
+    """
+    lanes = vector_elements(hidden, dtype)
+    per_thread = cdiv(hidden // lanes, block)
+    if lanes * dtype.size < 16 or per_thread not in ROW_REGISTERS_NEEDED:
+        return None
+    return min_ctas_for(block, ROW_REGISTERS_NEEDED[per_thread])
+
+
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
     check_resident(hidden, instance.dtype)
 
@@ -63,6 +92,10 @@ def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     block_size(instance, attribute, block)
     check_resident_block(instance.hidden, instance.dtype, block)
+
+
+def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
+    check_min_ctas_per_sm(value, instance.block)
 
 
 @kernel_spec(template="rmsnorm_quant.ptx.j2", entry="rmsnorm_quant")
@@ -103,6 +136,9 @@ class RMSNormQuant:
         eps, dtype, fused_residual: as :class:`~specdsl.kernels.RMSNorm`.
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
         block (baked): threads per CTA; the default is :func:`default_block`'s.
+        min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (as
+            :class:`~specdsl.kernels.RMSNorm`'s); the default is :func:`default_min_ctas`'s,
+            None is ``1024 / block``.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -120,6 +156,10 @@ class RMSNormQuant:
                            lambda self: default_block(self.hidden, self.dtype, self.fused_residual),
                            takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
+    min_ctas_per_sm: int | None = baked(
+        attrs.Factory(lambda self: default_min_ctas(self.hidden, self.dtype, self.block),
+                      takes_self=True),
+        validator=_check_min_ctas, doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: the requests ``specdsl verify --variants`` compiles: each mode, with and without the
     #: residual, common widths, an odd row (static, dynamic) and DeepSeek-V3's 7168.
