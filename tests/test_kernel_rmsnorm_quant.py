@@ -93,6 +93,17 @@ def test_default_min_ctas():
         RMSNormQuant(hidden=7168, fused_residual=True, min_ctas_per_sm=5)
 
 
+@pytest.mark.parametrize("dtype,block_shuffles", [("bf16", 2 * 4), ("f16", 2 * 4), ("f32", 4 * 5)])
+def test_group_maxima_of_two_sweeps_share_a_butterfly(dtype, block_shuffles):
+    """Group mode, 4 sweeps a thread: f16/bf16 rows reduce two sweeps' group maxima in one
+    butterfly of packed pairs (4 shuffles over a group's 16 lanes, twice), f32 rows one
+    butterfly a sweep (5 over 32 lanes); 10 more for the CTA's sum of squares."""
+    spec = RMSNormQuant(hidden=7168, dtype=dtype, scale_mode="group")
+    ptx = render(spec)
+    assert ptx.count("shfl.sync.bfly") == 10 + block_shuffles, spec
+    assert ptx.count("prmt.b32") == (6 if dtype != "f32" else 0)
+
+
 def test_same_normalization_as_rmsnorm():
     """With the same block, the PTX up to the rounding of y is RMSNorm's (so the sum of
     squares runs in the same order)."""
