@@ -12,10 +12,12 @@ from the working tree, launches both texts of each case through specdsl (:class:
 of ``benchmarks/cache_hints.py``: each text is its own request with its own derived key),
 checks that both write the same output bits, and times them in alternating rounds (device
 events, median, three input sets larger than L2), with the next kernel's 24 MB L2 re-read
-beside each time (``cache_hints.time_and_reuse``). The cases are the requests this round's
-template changes touch, and their neighbours: rows chunked through one CTA (two passes), where
-the last chunk stays in the registers between the passes, and Softmax rows in registers, where
-rows of 6 to 8 vectors a thread keep their lines in L2 until the row max has read them.
+beside each time (``cache_hints.time_and_reuse``). :data:`CASES` are the requests of the
+chunked-row and wide-Softmax changes of issue 15 and their neighbours: rows chunked through
+one CTA (two passes), where the last chunk stays in the registers between the passes, and
+Softmax rows in registers, where rows of 6 to 8 vectors a thread keep their lines in L2
+until the row max has read them. :func:`time_case` times any texts of one request (the
+RMSNormQuant and windowed-row measurements of docs/kernels/rmsnorm.md called it on theirs).
 """
 
 from __future__ import annotations

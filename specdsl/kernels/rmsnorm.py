@@ -141,10 +141,10 @@ class RMSNorm:
     16 or 8 bytes. A ``hidden`` no such vector divides is walked in a window of 16-byte
     vectors (:attr:`windowed`, ``templates/window.ptx.j2``): rows start at different
     phases of a vector, the kernel moves the aligned vectors that cover each row, stores
-    the two edge vectors element by element (and, with the residual, loads them so; a
-    row without it loads them whole, their bytes outside the row being the neighbour
-    rows'), and reads the weight funnel-shifted from two aligned vectors or element by
-    element (its vectors do not line up with the row's). Several rows a CTA (``rows_per_cta`` > 1) of
+    the two edge vectors element by element, loads those of x whole (their bytes outside
+    the row being the neighbour rows') and those of the residual element by element (other
+    CTAs write the bytes beside a row), and reads the weight funnel-shifted from two aligned
+    vectors or element by element (its vectors do not line up with the row's). Several rows a CTA (``rows_per_cta`` > 1) of
     such a length move in the narrower vector instead (one element for odd lengths). Rows that fit
     ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take
     two passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and
@@ -167,8 +167,9 @@ class RMSNorm:
             meet in one CTA reduction (one barrier) and the weight is loaded once for all.
             Default :data:`ROWS_PER_CTA` where the registers hold it, else 1.
         min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (PTX
-            ISA "Performance-Tuning Directives"): ptxas then keeps to 65536 / (that x
-            ``block``) registers a thread; None: 1024 / ``block`` (64 registers).
+            ISA "Performance-Tuning Directives"): ptxas then keeps to
+            :func:`~specdsl.kernels._rows.register_cap` registers a thread (the PTX comment
+            says how many); None: ``1024 // block``.
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
 

@@ -29,7 +29,7 @@ __all__ = ["RMSNormQuant", "reference", "example"]
 #: Fewest threads a CTA of the default block has, without the residual (four warps).
 LEAST_THREADS = 128
 #: 16-byte vectors a thread of the default block holds, without the residual: 16 registers
-#: of the 64 that ``.minnctapersm 1024 / block`` leaves; 7 or 8 spill in the dynamic mode.
+#: of the 56 to 64 that :func:`default_min_ctas` leaves (7 or 8 ran slower).
 VECTORS_PER_THREAD = 4
 
 
@@ -41,9 +41,9 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
     :data:`LEAST_THREADS`, that hold the row at :data:`VECTORS_PER_THREAD` vectors a
     thread, and never more than RMSNorm's; ``hidden`` 4096 and 7168 (bf16): 128 and 224
     threads. Measured on the H200 at 16384 rows, bf16 (``benchmarks/variants.py
-    quant-block``, docs/kernels/rmsnorm.md): 4096, dynamic scales, 51.8 us with 128
-    threads against 58.8 us with RMSNorm's 256; 7168, 95.0 us with 224 against 109.0 us
-    with 448. With the residual, which moves twice the bytes a row, fewer threads did not
+    quant-block``, docs/kernels/rmsnorm.md): 4096, dynamic scales, 51.9 us with 128
+    threads against 58.1 us with 256 (RMSNorm's 512 ran 75.9); 7168, 95.0 us with 224 against
+    108.9 us with RMSNorm's 448. With the residual, which moves twice the bytes a row, fewer threads did not
     help (``residual-block``: 7168, 205.4 us with 128 threads against 202.4 with 448).
     """
     plain = rmsnorm.default_block(hidden, dtype, window=False)
@@ -70,8 +70,9 @@ def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
     bf16), 6 of 192 (6144), 7 of 160 (5120), 3 of 448 with the residual (7168 bf16). Other
     rows: None (``1024 // block``). Measured on the H200 (2026-12-01, 16384 rows, bf16,
     events, docs/kernels/rmsnorm.md): hidden 7168, dynamic scales, 93.5 us at 4 CTAs of
-    224 against 88.3 at 5; 6144, 79.5 against 76.4; 7168 with the residual, 201.6 at 2
-    CTAs of 448 against 197.3 at 3. Where ``1024 / block`` is whole, nothing changes.
+    224 against 88.3 at 5 (both with the packed row max); 6144, 79.5 against 76.4; 7168
+    with the residual, 201.6 at 2 CTAs of 448 against 197.3 at 3 (the page's table gives
+    the same requests against 5398c81). Where ``1024 / block`` is whole, nothing changes.
     """
     lanes = vector_elements(hidden, dtype)
     per_thread = cdiv(hidden // lanes, block)

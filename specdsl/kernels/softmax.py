@@ -175,7 +175,8 @@ class Softmax:
             one CTA reduction and their sums in another. Default :data:`ROWS_PER_CTA`
             where the registers hold it, else 1.
         min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then keeps
-            to 65536 / (that x ``block``) registers; None: 1024 / ``block`` (2048: a window).
+            to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
+            (a window of up to 3 vectors a thread adds ``.maxnreg 40``).
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
