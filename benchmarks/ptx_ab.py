@@ -12,12 +12,13 @@ from the working tree, launches both texts of each case through specdsl (:class:
 of ``benchmarks/cache_hints.py``: each text is its own request with its own derived key),
 checks that both write the same output bits, and times them in alternating rounds (device
 events, median, three input sets larger than L2), with the next kernel's 24 MB L2 re-read
-beside each time (``cache_hints.time_and_reuse``). :data:`CASES` are the requests of the
-chunked-row and wide-Softmax changes of issue 15 and their neighbours: rows chunked through
-one CTA (two passes), where the last chunk stays in the registers between the passes, and
-Softmax rows in registers, where rows of 6 to 8 vectors a thread keep their lines in L2
-until the row max has read them. :func:`time_case` times any texts of one request (the
-RMSNormQuant and windowed-row measurements of docs/kernels/rmsnorm.md called it on theirs).
+beside each time (``cache_hints.time_and_reuse``). :data:`CASES` are the requests of issue
+15's template changes and their neighbours: rows chunked through one CTA (two passes), where
+the last chunk stays in the registers between the passes; Softmax rows in registers, where
+rows of 6 to 8 vectors a thread keep their lines in L2 until the row max has read them;
+RMSNormQuant's occupancy and packed maxima; RMSNorm rows in a window with the residual.
+Each case renders at the revision from its fields; a field the revision's class lacks is
+left out, so the revision renders its own default there (the block stays the tree's).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from specdsl.kernels import Fp8Quant, RMSNorm, Softmax  # noqa: E402
+import attrs  # noqa: E402
+
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, Softmax  # noqa: E402
 
 #: (label, request, tokens): every case moves 0.5 GiB or more.
 CASES = [
@@ -58,17 +61,43 @@ CASES = [
     ("Softmax 4096 x 32768 bf16", Softmax(cols=32768), 4096),
     ("Softmax 2048 x 65536 bf16", Softmax(cols=65536), 2048),
     ("Softmax 16384 x 8192 f32", Softmax(cols=8192, dtype="f32"), 16384),
+    # RMSNormQuant's occupancy and packed maxima, and windowed rows with the residual
+    # (docs/kernels/rmsnorm.md; against 5398c81, which has no min_ctas_per_sm: its default)
+    ("RMSNormQuant 16384 x 7168 bf16, dynamic", RMSNormQuant(hidden=7168), 16384),
+    ("RMSNormQuant 16384 x 7168 bf16, static", RMSNormQuant(hidden=7168, scale_mode="static"), 16384),
+    ("RMSNormQuant 16384 x 7168 bf16, group", RMSNormQuant(hidden=7168, scale_mode="group"), 16384),
+    ("RMSNormQuant 16384 x 7168 f16, dynamic", RMSNormQuant(hidden=7168, dtype="f16"), 16384),
+    ("RMSNormQuant 16384 x 8192 bf16, dynamic", RMSNormQuant(hidden=8192), 16384),
+    ("RMSNormQuant + residual 16384 x 7168 bf16, dynamic",
+     RMSNormQuant(hidden=7168, fused_residual=True), 16384),
+    ("RMSNorm + residual 16384 x 4097 bf16", RMSNorm(hidden=4097, fused_residual=True), 16384),
+    ("RMSNorm + residual 8192 x 8191 bf16", RMSNorm(hidden=8191, fused_residual=True), 8192),
+    ("RMSNorm + residual 16384 x 2049 bf16", RMSNorm(hidden=2049, fused_residual=True), 16384),
 ]
 
-#: Run inside the revision's worktree: print each case's PTX as JSON ({label: text}).
+#: Run inside the revision's worktree: print each case's PTX as JSON ({label: text}). A case
+#: is [label, class name, {field: value}]; a field the revision's class does not have yet
+#: is left out, so the revision renders its own default there (the block stays pinned: both
+#: texts launch with the working tree's geometry).
 _RENDER = """
 import json, sys
 sys.path.insert(0, ".")
-from specdsl import DType, render
-from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
+import attrs
+import specdsl.kernels
+from specdsl import render
+def request(name, fields):
+    cls = getattr(specdsl.kernels, name)
+    known = attrs.fields_dict(cls)
+    return cls(**{key: value for key, value in fields.items() if key in known})
 cases = json.loads(sys.stdin.read())
-print(json.dumps({label: render(eval(spec)) for label, spec in cases}))
+print(json.dumps({label: render(request(name, fields)) for label, name, fields in cases}))
 """
+
+
+def case_fields(spec: Any) -> dict[str, Any]:
+    """``spec``'s fields as JSON values (a DType by its name), for :data:`_RENDER`."""
+    return {field.name: getattr(value, "value", value) for field in attrs.fields(type(spec))
+            for value in [getattr(spec, field.name)]}
 
 
 def render_revision(rev: str, out: Path) -> list[str]:
@@ -86,7 +115,7 @@ def render_revision(rev: str, out: Path) -> list[str]:
         subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", "-q", str(tree), rev],
                        check=True)
         try:
-            cases = [(label, repr(spec)) for label, spec, _ in CASES]
+            cases = [(label, type(spec).__name__, case_fields(spec)) for label, spec, _ in CASES]
             done = subprocess.run([sys.executable, "-c", _RENDER], cwd=tree, check=True, text=True,
                                   input=json.dumps(cases), capture_output=True)
         finally:
@@ -165,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
     baseline = Path(options.baseline)
     manifest = json.loads((baseline / "cases.json").read_text())
-    if [label for label, _ in manifest["cases"]] != [label for label, _, _ in CASES]:
+    if [case[0] for case in manifest["cases"]] != [label for label, _, _ in CASES]:
         raise SystemExit(f"{baseline}: rendered for other cases; run the render step again")
     import torch
     from cache_hints import Variants

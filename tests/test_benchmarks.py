@@ -620,7 +620,7 @@ def test_ptx_ab_renders_each_case_at_a_revision(tmp_path):
     head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], text=True,
                           capture_output=True, check=True).stdout.strip()
     assert manifest["commit"] == head
-    assert [label for label, _ in manifest["cases"]] == labels
+    assert [label for label, _, _ in manifest["cases"]] == labels
     for number, label in enumerate(labels):
         text = (tmp_path / f"{number}.ptx").read_text()
         assert ".visible .entry " in text, label
@@ -628,6 +628,26 @@ def test_ptx_ab_renders_each_case_at_a_revision(tmp_path):
     worktrees = subprocess.run(["git", "-C", str(root), "worktree", "list"], text=True,
                                capture_output=True, check=True).stdout
     assert "specdsl-ab-" not in worktrees   # the temporary worktree is gone
+
+
+def test_ptx_ab_revision_renders_its_own_default_for_a_newer_field():
+    """The render step's script builds each request from its fields, leaving out those the
+    revision's class does not have (RMSNormQuant's min_ctas_per_sm at 5398c81): the
+    revision renders its own default there, and the other fields as given."""
+    import subprocess
+
+    import ptx_ab
+
+    from specdsl import render
+
+    spec = RMSNormQuant(hidden=7168, scale_mode="group")
+    fields = ptx_ab.case_fields(spec)
+    assert fields["dtype"] == "bf16" and fields["block"] == 224
+    newer = {**fields, "a_field_of_a_later_revision": 3}
+    done = subprocess.run([sys.executable, "-c", ptx_ab._RENDER], cwd=BENCHMARKS.parent,
+                          input=json.dumps([["case", "RMSNormQuant", newer]]), text=True,
+                          capture_output=True, check=True)
+    assert json.loads(done.stdout) == {"case": render(spec)}
 
 
 def test_ptx_ab_time_step_refuses_a_baseline_of_other_cases(tmp_path):
