@@ -40,6 +40,15 @@ def gpu_available() -> str | None:
     return None
 
 
+@pytest.fixture(scope="module")
+def gpu():
+    """(executor, torch) on device 0, for the GPU-marked tests of a module."""
+    torch = pytest.importorskip("torch")
+    from specdsl import Executor
+
+    return Executor(0), torch
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     reason = gpu_available()
     if reason is None:

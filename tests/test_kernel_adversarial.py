@@ -113,15 +113,6 @@ def test_compare_rounds_the_reference_for_overflow():
     assert rounded(np.array([largest]), DType.BF16)[0] == largest
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    """(executor, torch) on device 0."""
-    torch = pytest.importorskip("torch")
-    from specdsl import Executor
-
-    return Executor(0), torch
-
-
 def _matrix(rows: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
     return list(rows), np.stack(list(rows.values()))
 

@@ -60,15 +60,6 @@ def _scales(mode: str, rows: int, width: int) -> tuple[int, ...] | float:
     return {"dynamic": (rows,), "group": (rows, width // 128)}.get(mode, STATIC_SCALE)
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    """(executor, torch) on device 0."""
-    torch = pytest.importorskip("torch")
-    from specdsl import Executor
-
-    return Executor(0), torch
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,mode,hidden", CASES)
 def test_gpu_rmsnorm_quant_adversarial(gpu, dtype, mode, hidden):

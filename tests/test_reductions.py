@@ -296,15 +296,6 @@ def test_sweep_rows_place_the_extreme_in_each_warp(kind):
             assert (cta, offset % block // 32) == (r // warps, r % warps), (spec, r)
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    """(executor, torch) for the GPU sweep."""
-    torch = pytest.importorskip("torch")
-    from specdsl import Executor
-
-    return Executor(0), torch
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind,block", SWEEP, ids=[f"{k}-{b}" for k, b in SWEEP])
 def test_gpu_block_sweep(gpu, kind, block):

@@ -3,13 +3,16 @@ the block policy of the row kernels (one CTA per row: RMSNorm, Softmax, Fp8Quant
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._spec.dtype import DType
 from ..errors import SpecError
 
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
            "windowed", "row_vectors",
            "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
-           "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm", "register_cap",
+           "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm", "min_ctas_per_sm_field",
+           "register_cap",
            "min_ctas_for",
            "check_resident", "check_resident_block"]
 
@@ -149,6 +152,12 @@ def check_min_ctas_per_sm(value: int | None, block: int) -> None:
             or value * block > 2048:
         raise ValueError(f"expected None or 1 to {min(32, 2048 // block)} CTAs of {block} "
                          f"threads an SM (at most 2048 threads and 32 CTAs)")
+
+
+def min_ctas_per_sm_field(instance: Any, attribute: Any, value: int | None) -> None:
+    """attrs validator of a ``min_ctas_per_sm`` field: :func:`check_min_ctas_per_sm` with
+    the spec's ``block`` (RMSNorm, RMSNormQuant, Softmax)."""
+    check_min_ctas_per_sm(value, instance.block)
 
 
 def register_cap(ctas: int, block: int) -> int:

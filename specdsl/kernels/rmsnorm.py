@@ -14,8 +14,8 @@ from ._checks import FLOAT_DTYPES, one_of
 from ._rows import (
     cdiv,
     check_length,
-    check_min_ctas_per_sm,
     check_rows_per_cta,
+    min_ctas_per_sm_field,
     most_vectors_per_thread,
     row_block,
     row_launch_dims,
@@ -114,10 +114,6 @@ def _default_rows_per_cta(spec: Any) -> int:
     return fits[0] if chunks == 1 and fits else 1
 
 
-def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
-    check_min_ctas_per_sm(value, instance.block)
-
-
 @kernel_spec(template="rmsnorm_tuned.ptx.j2", entry="rmsnorm")
 class RMSNorm:
     """RMSNorm (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization").
@@ -188,7 +184,7 @@ class RMSNorm:
     rows_per_cta: int = baked(attrs.Factory(_default_rows_per_cta, takes_self=True),
                               validator=_check_rows_per_cta,
                               doc="rows a CTA normalizes together (one barrier for all)")
-    min_ctas_per_sm: int | None = baked(None, validator=_check_min_ctas,
+    min_ctas_per_sm: int | None = baked(None, validator=min_ctas_per_sm_field,
                                         doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
     streaming_stores: bool = baked(False, doc="store y (and s) with st.global.cs")
 

@@ -13,10 +13,10 @@ from . import fp8_quant, rmsnorm
 from ._checks import FLOAT_DTYPES, block_size, one_of
 from ._rows import (
     cdiv,
-    check_min_ctas_per_sm,
     check_resident,
     check_resident_block,
     min_ctas_for,
+    min_ctas_per_sm_field,
     row_launch_dims,
     threads_for,
     vector_elements,
@@ -95,10 +95,6 @@ def _check_block(instance: Any, attribute: Any, block: int) -> None:
     check_resident_block(instance.hidden, instance.dtype, block)
 
 
-def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
-    check_min_ctas_per_sm(value, instance.block)
-
-
 @kernel_spec(template="rmsnorm_quant.ptx.j2", entry="rmsnorm_quant")
 class RMSNormQuant:
     """RMSNorm, then FP8 E4M3 quantization of its output, in one kernel.
@@ -160,7 +156,7 @@ class RMSNormQuant:
     min_ctas_per_sm: int | None = baked(
         attrs.Factory(lambda self: default_min_ctas(self.hidden, self.dtype, self.block),
                       takes_self=True),
-        validator=_check_min_ctas, doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
+        validator=min_ctas_per_sm_field, doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: the requests ``specdsl verify --variants`` compiles: each mode, with and without the
     #: residual, common widths, an odd row (static, dynamic) and DeepSeek-V3's 7168.

@@ -16,8 +16,8 @@ from ._checks import FLOAT_DTYPES, one_of
 from ._rows import (
     MAX_GRID_X,
     check_length,
-    check_min_ctas_per_sm,
     check_rows_per_cta,
+    min_ctas_per_sm_field,
     most_vectors_per_thread,
     row_launch_dims,
     threads_for,
@@ -108,10 +108,6 @@ def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
         raise ValueError("expected 1 with split > 1 (a cluster shares one row)")
 
 
-def _check_min_ctas(instance: Any, attribute: Any, value: int | None) -> None:
-    check_min_ctas_per_sm(value, instance.block)
-
-
 @kernel_spec(template="softmax.ptx.j2", entry="softmax")
 class Softmax:
     """Row-wise softmax of ``x * scale`` over the last dimension.
@@ -193,7 +189,7 @@ class Softmax:
     rows_per_cta: int = baked(attrs.Factory(default_rows_per_cta, takes_self=True),
                               validator=_check_rows_per_cta,
                               doc="rows a CTA takes at once (their reductions share barriers)")
-    min_ctas_per_sm: int | None = baked(None, validator=_check_min_ctas,
+    min_ctas_per_sm: int | None = baked(None, validator=min_ctas_per_sm_field,
                                         doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: resident,
