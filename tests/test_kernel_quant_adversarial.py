@@ -60,13 +60,34 @@ def _scales(mode: str, rows: int, width: int) -> tuple[int, ...] | float:
     return {"dynamic": (rows,), "group": (rows, width // 128)}.get(mode, STATIC_SCALE)
 
 
+#: Group scales of f16/bf16 rows are worked out 4 sweeps at a time, each lane of a group
+#: dividing for one (norm.ptx.j2's spread_groups): (dtype, hidden, block) with 1 sweep a
+#: thread, 3, 3 with the last one partial (640 vectors on 256 threads), and 8 (two batches).
+SPREAD_CASES = [("bf16", 1024, 128), ("f16", 3072, 128), ("bf16", 5120, 256),
+                ("bf16", 65536, 1024)]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,mode,hidden", CASES)
 def test_gpu_rmsnorm_quant_adversarial(gpu, dtype, mode, hidden):
     """RMSNormQuant on adversarial rows, with NaN, zero and subnormal weight elements:
     codes and scales bit for bit those of RMSNorm (same block) then kernel_codes."""
+    _check_rmsnorm_quant(gpu, RMSNormQuant(hidden=hidden, dtype=dtype, scale_mode=mode))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,hidden,block", SPREAD_CASES)
+def test_gpu_rmsnorm_quant_group_sweeps(gpu, dtype, hidden, block):
+    """Group scales at 1, 3 (the last partial) and 8 sweeps a thread, as above."""
+    spec = RMSNormQuant(hidden=hidden, dtype=dtype, scale_mode="group", block=block)
+    sweeps = -(-hidden // spec.vector // block)
+    assert sweeps == {1024: 1, 3072: 3, 5120: 3, 65536: 8}[hidden]
+    _check_rmsnorm_quant(gpu, spec)
+
+
+def _check_rmsnorm_quant(gpu, spec: RMSNormQuant) -> None:
     executor, torch = gpu
-    spec = RMSNormQuant(hidden=hidden, dtype=dtype, scale_mode=mode)
+    hidden, dtype, mode = spec.hidden, spec.dtype, spec.scale_mode
     plain = RMSNorm(hidden=hidden, dtype=dtype, block=spec.block)
     names, x = zip(*adversarial_rows(hidden, spec.dtype, seed=hidden).items(), strict=True)
     x = np.stack(x)

@@ -93,15 +93,34 @@ def test_default_min_ctas():
         RMSNormQuant(hidden=7168, fused_residual=True, min_ctas_per_sm=5)
 
 
-@pytest.mark.parametrize("dtype,block_shuffles", [("bf16", 2 * 4), ("f16", 2 * 4), ("f32", 4 * 5)])
-def test_group_maxima_of_two_sweeps_share_a_butterfly(dtype, block_shuffles):
+@pytest.mark.parametrize("dtype,block_shuffles,divisions", [
+    ("bf16", 2 * 4, 1), ("f16", 2 * 4, 1), ("f32", 4 * 5, 4)])
+def test_group_maxima_of_two_sweeps_share_a_butterfly(dtype, block_shuffles, divisions):
     """Group mode, 4 sweeps a thread: f16/bf16 rows reduce two sweeps' group maxima in one
-    butterfly of packed pairs (4 shuffles over a group's 16 lanes, twice), f32 rows one
-    butterfly a sweep (5 over 32 lanes); 10 more for the CTA's sum of squares."""
+    butterfly of packed pairs (4 shuffles over a group's 16 lanes, twice), and each lane
+    divides for one sweep, handing 1 / scale round by 4 indexed shuffles within 16-lane
+    segments; f32 rows take one butterfly (5 over 32 lanes) and one division a sweep; 10
+    more shuffles for the CTA's sum of squares."""
     spec = RMSNormQuant(hidden=7168, dtype=dtype, scale_mode="group")
     ptx = render(spec)
     assert ptx.count("shfl.sync.bfly") == 10 + block_shuffles, spec
+    assert ptx.count("shfl.sync.idx.b32") == ptx.count(", 0x101f, 0xffffffff;") == \
+        (4 if dtype != "f32" else 0)
+    assert ptx.count("div.rn.f32") == ptx.count("rcp.rn.f32") == divisions
     assert ptx.count("prmt.b32") == (6 if dtype != "f32" else 0)
+
+
+def test_group_scales_spread_over_batches_of_four_sweeps():
+    """8 sweeps a thread (hidden 65536 on 1024 threads): two batches of 4, each with its own
+    division and its store offset; 3 sweeps with the last partial (640 vectors on 256
+    threads): one batch whose stores stop at the row's end."""
+    ptx = render(RMSNormQuant(hidden=65536, block=1024, scale_mode="group"))
+    assert ptx.count("div.rn.f32") == 2 and ptx.count("shfl.sync.idx.b32") == 8
+    assert "@%p3 st.global.f32  [%rd8], %scale;" in ptx
+    assert "@%p3 st.global.f32  [%rd8+1024], %scale;" in ptx   # sweep 4: 4 * 1024 / 16 groups
+    assert "setp.lt.and.u32     %p3, %r9, 4096, %p3;" in ptx     # 8192 vectors - 4 * 1024
+    ptx = render(RMSNormQuant(hidden=5120, block=256, scale_mode="group"))
+    assert "setp.lt.u32         %p3, %r7, 3;" in ptx and "setp.lt.and.u32     %p3, %r9, 640, %p3;" in ptx
 
 
 def test_same_normalization_as_rmsnorm():
