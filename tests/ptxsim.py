@@ -156,7 +156,14 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
         target = regs[name]
         target[:, columns] = np.where(active, result, target[:, columns]) if guard else result
 
-    if op == "shfl.sync.bfly.b32":
+    if op == "redux.sync.max.u32":
+        if args[2] != "0xffffffff":
+            raise SimError(f"{code}: the model reduces whole warps only")
+        source = value(args[1])
+        if np.any(source < 0) or np.any(np.isnan(source)):
+            raise SimError(f"{code}: a negative or NaN value, whose bits do not order as u32")
+        write(args[0], np.repeat(source.max(axis=1, keepdims=True), lanes, axis=1))
+    elif op == "shfl.sync.bfly.b32":
         source = value(args[1])
         write(args[0], source[:, np.arange(32) ^ int(args[2])])
     elif op in ("add.f32", "max.f32", "min.f32"):

@@ -138,10 +138,13 @@ def test_same_normalization_as_rmsnorm():
 
 def test_dynamic_reduces_twice_and_writes_no_y():
     """Dynamic scales take a second CTA reduction (the row's largest |y|, its own shared
-    array, a word a warp); no y is stored: only codes (a v2.b32 store per vector of 8
-    elements: 2 a thread of 256) and the scale."""
+    array, a word a warp; a redux.sync.max.u32 a warp on each side of the exchange, where
+    the sum takes two butterflies of 5 shuffles); no y is stored: only codes (a v2.b32
+    store per vector of 8 elements: 2 a thread of 256) and the scale."""
     ptx = render(RMSNormQuant(hidden=4096, block=256))
-    assert ptx.count("// CTA max-reduce of %amax") == 1 and "rmsnorm_quant_amax[8]" in ptx
+    assert ptx.count("// CTA umax-reduce of %amax") == 1 and "rmsnorm_quant_amax[8]" in ptx
+    assert ptx.count("redux.sync.max.u32  %amax, %amax, 0xffffffff;") == 2
+    assert ptx.count("shfl.sync.bfly") == 10
     assert "st.global.L1::no_allocate.v4.b32" not in ptx
     assert ptx.count("st.global.v2.b32") == 2 and "@%p3 st.global.f32  [%rd9], %scale;" in ptx
 

@@ -15,8 +15,8 @@ from specdsl._templating.environment import environment
 from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
 
 BLOCKS = range(32, 1025, 32)
-OPS = ("add", "max", "min")
-EXTREME = {"add": 1000.0, "max": 1000.0, "min": -1000.0}
+OPS = ("add", "max", "min", "umax")
+EXTREME = {"add": 1000.0, "max": 1000.0, "min": -1000.0, "umax": 1000.0}
 
 #: Kernels whose PTX reduces across a CTA (or a cluster), each over every block size.
 REDUCING = {
@@ -54,13 +54,15 @@ def _inputs(op: str, threads: int, cases: list[tuple[int, int]], per_unit: int, 
     """Per-thread values (small integers, so sums are exact) with one extreme per case."""
     rng = np.random.default_rng(seed)
     values = rng.integers(-8, 9, size=(len(cases), threads)).astype(np.float64)
+    if op == "umax":   # values that are never negative (the largest |x| of a thread)
+        values = np.abs(values)
     for i, (unit, lane) in enumerate(cases):
         values[i, unit * per_unit + lane] = EXTREME[op]
     return values
 
 
 def _expected(op: str, values: np.ndarray) -> np.ndarray:
-    return {"add": np.sum, "max": np.max, "min": np.min}[op](values, axis=1)
+    return {"add": np.sum, "max": np.max, "min": np.min, "umax": np.max}[op](values, axis=1)
 
 
 def _check_cta(facts: dict[str, str], lines: list[str], block: int, shared: dict[str, int],
