@@ -3,7 +3,8 @@ follow which vectors of a row each pass touches, and check what each chunk loop 
 from one trip to the next.
 
 Enough of PTX for the reductions of ``templates/reduce.ptx.j2`` and ``softmax.ptx.j2``:
-warp shuffles, f32 add/max/min, u32 compare and address arithmetic, ``.shared`` and
+warp shuffles, ``redux.sync.max.u32`` over a whole warp (of values never negative nor NaN),
+f32 add/max/min, u32 compare and address arithmetic, ``.shared`` and
 distributed shared memory loads and stores, CTA and cluster barriers. Any other
 instruction fails the test that runs it (the model must grow with the macros).
 

@@ -117,7 +117,7 @@ def test_group_scales_spread_over_batches_of_four_sweeps():
     ptx = render(RMSNormQuant(hidden=65536, block=1024, scale_mode="group"))
     assert ptx.count("div.rn.f32") == 2 and ptx.count("shfl.sync.idx.b32") == 8
     assert "@%p3 st.global.f32  [%rd8], %scale;" in ptx
-    assert "@%p3 st.global.f32  [%rd8+1024], %scale;" in ptx   # sweep 4: 4 * 1024 / 16 groups
+    assert "@%p3 st.global.f32  [%rd8+1024], %scale;" in ptx   # sweep 4: 4 * 1024 / 16 groups, 4 bytes each
     assert "setp.lt.and.u32     %p3, %r9, 4096, %p3;" in ptx     # 8192 vectors - 4 * 1024
     ptx = render(RMSNormQuant(hidden=5120, block=256, scale_mode="group"))
     assert "setp.lt.u32         %p3, %r7, 3;" in ptx and "setp.lt.and.u32     %p3, %r9, 640, %p3;" in ptx
