@@ -4,9 +4,9 @@ codes and scales must be, bit for bit, those of the unfused kernel's output quan
 is left out of the row and group maxima (as max.f32 leaves it out), an infinity makes the
 scale inf, subnormal and zero elements count as themselves.
 
-The row maxima reduce f16/bf16 pairs with max.xorsign.abs.bf16x2 / .f16x2 before widening
-to f32 (templates/quant.ptx.j2, ``amax``), and each warp's row max is a redux.sync.max.u32 of
-the bits; these rows are where either could part from max.f32.
+The row maxima reduce f16/bf16 pairs with max.bf16x2 / max.f16x2 before widening to f32
+(templates/quant.ptx.j2, ``amax``), and each warp's row max is a redux.sync.max.u32 of the
+bits; these rows are where either could part from max.f32.
 """
 
 from __future__ import annotations
