@@ -63,9 +63,10 @@ def _scales(mode: str, rows: int, width: int) -> tuple[int, ...] | float:
 
 #: Group scales of f16/bf16 rows are worked out 4 sweeps at a time, each lane of a group
 #: dividing for one (norm.ptx.j2's spread_groups): (dtype, hidden, block) with 1 sweep a
-#: thread, 3, 3 with the last one partial (640 vectors on 256 threads), and 8 (two batches).
+#: thread, 3, 3 with the last one partial (640 vectors on 256 threads), 6 (a batch of 4 and
+#: one of 2: hidden 12288's default block) and 8 (two batches).
 SPREAD_CASES = [("bf16", 1024, 128), ("f16", 3072, 128), ("bf16", 5120, 256),
-                ("bf16", 65536, 1024)]
+                ("f16", 12288, 256), ("bf16", 65536, 1024)]
 
 
 @pytest.mark.gpu
@@ -79,10 +80,10 @@ def test_gpu_rmsnorm_quant_adversarial(gpu, dtype, mode, hidden):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,hidden,block", SPREAD_CASES)
 def test_gpu_rmsnorm_quant_group_sweeps(gpu, dtype, hidden, block):
-    """Group scales at 1, 3 (the last partial) and 8 sweeps a thread, as above."""
+    """Group scales at 1, 3 (the last partial), 6 and 8 sweeps a thread, as above."""
     spec = RMSNormQuant(hidden=hidden, dtype=dtype, scale_mode="group", block=block)
     sweeps = -(-hidden // spec.vector // block)
-    assert sweeps == {1024: 1, 3072: 3, 5120: 3, 65536: 8}[hidden]
+    assert sweeps == {1024: 1, 3072: 3, 5120: 3, 12288: 6, 65536: 8}[hidden]
     _check_rmsnorm_quant(gpu, spec)
 
 

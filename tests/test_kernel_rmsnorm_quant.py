@@ -45,15 +45,25 @@ def test_param_order(fused, names):
 
 def test_default_block():
     """Without the residual, rows of 16-byte vectors take 4 vectors a thread in at least
-    128 threads, never more threads than RMSNorm; with the residual, and for odd lengths,
+    128 threads, never more threads than RMSNorm; longer rows take the fewest threads from
+    256 up that hold them in whole sweeps of 5 to 8 vectors at 3 or more CTAs an SM (bf16
+    10240 to 20480, f32 5120 to 10240; not 9216 bf16, 4.5 a thread on 256, nor 24576, 2
+    CTAs of 384); with the residual, and for odd lengths,
     the block is RMSNorm's for rows of the same vectors (RMSNormQuant moves odd rows in
     narrow vectors, RMSNorm in a window: rmsnorm.default_block(window=False))."""
     found = {(hidden, dtype): RMSNormQuant(hidden=hidden, dtype=dtype).block
-             for hidden in (512, 2048, 4096, 7168, 8192, 16384) for dtype in ("bf16", "f32")}
+             for hidden in (512, 2048, 4096, 7168, 8192, 9216, 10240, 14336, 16384, 20480,
+                            24576)
+             for dtype in ("bf16", "f32")}
     assert found == {(512, "bf16"): 32, (512, "f32"): 64, (2048, "bf16"): 128,
                      (2048, "f32"): 128, (4096, "bf16"): 128, (4096, "f32"): 256,
-                     (7168, "bf16"): 224, (7168, "f32"): 448, (8192, "bf16"): 256,
-                     (8192, "f32"): 512, (16384, "bf16"): 512, (16384, "f32"): 512}
+                     (7168, "bf16"): 224, (7168, "f32"): 256, (8192, "bf16"): 256,
+                     (8192, "f32"): 256, (9216, "bf16"): 288, (9216, "f32"): 288,
+                     (10240, "bf16"): 256, (10240, "f32"): 320, (14336, "bf16"): 256,
+                     (14336, "f32"): 512, (16384, "bf16"): 256, (16384, "f32"): 512,
+                     (20480, "bf16"): 320, (20480, "f32"): 640, (24576, "bf16"): 512,
+                     (24576, "f32"): 768}
+    assert RMSNormQuant(hidden=16384, dtype="f16").block == 256
     for hidden in (2880, 4096, 4097, 7168, 16384):
         assert RMSNormQuant(hidden=hidden, fused_residual=True).block == \
             rmsnorm.default_block(hidden, DType.BF16, window=False)
@@ -62,13 +72,14 @@ def test_default_block():
     assert RMSNorm(hidden=4096).block == rmsnorm.default_block(4096, DType.BF16, window=False)
 
 
-@pytest.mark.parametrize("hidden,ctas,registers", [
-    (7168, 5, 56), (7168, 6, 40), (4096, 9, 56), (4096, 10, 48), (14336, 3, 40)])
-def test_register_cap_is_ptxas_cap(hidden, ctas, registers):
+@pytest.mark.parametrize("hidden,block,ctas,registers", [
+    (7168, 224, 5, 56), (7168, 224, 6, 40), (4096, 128, 9, 56), (4096, 128, 10, 48),
+    (14336, 448, 3, 40), (16384, 256, 4, 64)])
+def test_register_cap_is_ptxas_cap(hidden, block, ctas, registers):
     """_rows.register_cap is what ptxas keeps to under .minnctapersm: these dynamic rows want
     more, so ptxas gives them exactly the cap (3 CTAs of 448 threads: 40, where 65536 /
     1344 would say 48; 6 of 224: 40, not 48), and the PTX comment says the same."""
-    spec = RMSNormQuant(hidden=hidden, min_ctas_per_sm=ctas)
+    spec = RMSNormQuant(hidden=hidden, block=block, min_ctas_per_sm=ctas)
     assert register_cap(ctas, spec.block) == registers
     (used,) = assemble(spec).resources().values()
     assert used.registers == registers
@@ -78,15 +89,18 @@ def test_register_cap_is_ptxas_cap(hidden, ctas, registers):
 
 def test_default_min_ctas():
     """Rows of 16-byte vectors get ceil(1024 / block) CTAs an SM where their registers fit
-    (4 vectors a thread: 56; 2: 40), else 1024 // block; odd rows, None."""
+    (5 to 8 vectors a thread: 64; 3 or 4: 56; 2: 40), else 1024 // block; odd rows, None."""
     found = {(hidden, fused): RMSNormQuant(hidden=hidden, fused_residual=fused).min_ctas_per_sm
              for hidden in (4096, 5120, 6144, 7168, 8192, 14336, 16384) for fused in (False, True)}
     assert found == {(4096, False): 8, (4096, True): 4, (5120, False): 7, (5120, True): 4,
                      (6144, False): 6, (6144, True): 3, (7168, False): 5, (7168, True): 3,
-                     (8192, False): 4, (8192, True): 2, (14336, False): 2, (14336, True): 2,
-                     (16384, False): 2, (16384, True): 2}
+                     (8192, False): 4, (8192, True): 2, (14336, False): 4, (14336, True): 2,
+                     (16384, False): 4, (16384, True): 2}
+    # 8 vectors a thread on 320 threads: 4 CTAs would leave 48 registers, so 3 (64)
+    assert RMSNormQuant(hidden=20480, block=320).min_ctas_per_sm == 3
     assert RMSNormQuant(hidden=4097).min_ctas_per_sm is None
-    assert RMSNormQuant(hidden=7168, dtype="f32").min_ctas_per_sm == 2   # 4 vectors of 448
+    assert RMSNormQuant(hidden=7168, dtype="f32", block=448).min_ctas_per_sm == 2   # 4 vectors
+    assert RMSNormQuant(hidden=7168, dtype="f32").min_ctas_per_sm == 4   # 7 vectors of 256
     assert ".minnctapersm 4 " in render(RMSNormQuant(hidden=7168, min_ctas_per_sm=None))
     with pytest.raises(SpecError, match="min_ctas_per_sm = 5 is invalid: expected None or 1 "
                                         "to 4 CTAs of 448 threads"):
@@ -101,7 +115,8 @@ def test_group_maxima_of_two_sweeps_share_a_butterfly(dtype, block_shuffles, div
     divides for one sweep, handing 1 / scale round by 4 indexed shuffles within 16-lane
     segments; f32 rows take one butterfly (5 over 32 lanes) and one division a sweep; 10
     more shuffles for the CTA's sum of squares."""
-    spec = RMSNormQuant(hidden=7168, dtype=dtype, scale_mode="group")
+    spec = RMSNormQuant(hidden=7168, dtype=dtype, scale_mode="group",
+                        block=448 if dtype == "f32" else 224)
     ptx = render(spec)
     assert ptx.count("shfl.sync.bfly") == 10 + block_shuffles, spec
     assert ptx.count("shfl.sync.idx.b32") == ptx.count(", 0x101f, 0xffffffff;") == \
@@ -200,6 +215,10 @@ GPU = [(dtype, hidden, fused, mode) for dtype in ("bf16", "f16", "f32")
        for hidden in (4096, 7168) for fused in (False, True) for mode in MODES] + [
     ("bf16", 4097, False, "dynamic"), ("bf16", 4097, True, "static"), ("f16", 16384, True, "group"),
     ("bf16", 2880, True, "dynamic"), ("f32", 4098, False, "static"),
+    # 256 threads at 5 to 8 sweeps a thread, and 288 at 8 (the default block of these widths)
+    ("bf16", 16384, False, "group"), ("f16", 14336, False, "dynamic"),
+    ("bf16", 10240, False, "static"), ("f32", 8192, False, "dynamic"),
+    ("bf16", 18432, False, "group"), ("f32", 9216, False, "dynamic"),
     # the widest rows: 8 sweeps of 16-byte vectors a thread
     ("bf16", 65536, True, "group"), ("f16", 65536, False, "dynamic"), ("f32", 32768, True, "static")]
 

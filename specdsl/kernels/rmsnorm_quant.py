@@ -29,8 +29,19 @@ __all__ = ["RMSNormQuant", "reference", "example"]
 #: Fewest threads a CTA of the default block has, without the residual (four warps).
 LEAST_THREADS = 128
 #: 16-byte vectors a thread of the default block holds, without the residual: 16 registers
-#: of the 56 to 64 that :func:`default_min_ctas` leaves (7 or 8 ran slower).
+#: of the 56 to 64 that :func:`default_min_ctas` leaves (7 or 8 ran slower at hidden 7168
+#: and 8192, on 128 threads).
 VECTORS_PER_THREAD = 4
+#: Fewest threads of the default block for rows longer than 256 threads hold at
+#: :data:`VECTORS_PER_THREAD`: such a row takes the fewest threads from 256 up that hold
+#: it in whole sweeps of at most :data:`MOST_VECTORS_PER_THREAD`, at
+#: :data:`LONG_ROW_CTAS` or more CTAs an SM (before: 2 or 3 CTAs of 320 to 512 threads).
+LONG_ROW_THREADS = 256
+#: Most 16-byte vectors a thread of a long row's default block holds (64 registers).
+MOST_VECTORS_PER_THREAD = 8
+#: Fewest CTAs an SM a long row's default block must leave room for (with the registers
+#: :data:`ROW_REGISTERS_NEEDED` says its vectors need).
+LONG_ROW_CTAS = 3
 
 
 def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
@@ -40,34 +51,50 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
     (:func:`specdsl.kernels.rmsnorm.default_block`). Otherwise the fewest threads, at least
     :data:`LEAST_THREADS`, that hold the row at :data:`VECTORS_PER_THREAD` vectors a
     thread, and never more than RMSNorm's; ``hidden`` 4096 and 7168 (bf16): 128 and 224
-    threads. Measured on the H200 at 16384 rows, bf16 (``benchmarks/variants.py
-    quant-block``, docs/kernels/rmsnorm.md): 4096, dynamic scales, 51.9 us with 128
-    threads against 58.1 us with 256 (RMSNorm's 512 ran 75.9); 7168, 95.0 us with 224 against
-    108.9 us with RMSNorm's 448. With the residual, which moves twice the bytes a row, fewer threads did not
-    help (``residual-block``: 7168, 205.4 us with 128 threads against 202.4 with 448).
+    threads. A row that needs more than :data:`LONG_ROW_THREADS` threads at that rate takes
+    the fewest threads from :data:`LONG_ROW_THREADS` up that hold it in whole sweeps of at
+    most :data:`MOST_VECTORS_PER_THREAD` vectors at :data:`LONG_ROW_CTAS` or more CTAs an
+    SM, where there are such: hidden 10240 to 16384 f16/bf16 take 256 threads (5 to 8
+    vectors a thread, 4 CTAs an SM), 18432 and 20480 take 288 and 320 (8, 3 CTAs); f32
+    5120 to 10240 alike. Measured on the H200 at 16384 rows, bf16 (``benchmarks/variants.py
+    quant-block`` and ``quant-long-rows``, docs/kernels/rmsnorm.md): 4096, dynamic scales,
+    51.9 us with 128 threads against 58.1 us with 256 (RMSNorm's 512 ran 75.9); 7168, 95.0
+    us with 224 against 108.9 us with RMSNorm's 448; 16384, 191.3 us with 256 against 207.6
+    with 512 (2026-12-01), and 0.979x to 1.167x over every request the long rows' rule
+    changed. With the residual, which moves twice the bytes a row, fewer threads did not help
+    (``residual-block``: 7168, 205.4 us with 128 threads against 202.4 with 448;
+    ``quant-long-rows``: 16384, 458.7 us with 256 against 447.4 with 512).
     """
     plain = rmsnorm.default_block(hidden, dtype, window=False)
     lanes = vector_elements(hidden, dtype)
     if fused_residual or lanes * dtype.size < 16:
         return plain
-    fewest = threads_for(max(1, hidden // lanes), VECTORS_PER_THREAD)
-    return min(plain, max(LEAST_THREADS, fewest))
+    vectors = max(1, hidden // lanes)
+    fewest = threads_for(vectors, VECTORS_PER_THREAD)
+    # Whole sweeps only (9216 at 4.5 vectors a thread on 256 ran 0.95x to 0.99x), and at
+    # least LONG_ROW_CTAS CTAs an SM (2 CTAs of 384 threads: 0.96x to 1.04x, by mode).
+    whole = [threads for threads in range(LONG_ROW_THREADS, fewest, 32)
+             if vectors % threads == 0 and vectors // threads <= MOST_VECTORS_PER_THREAD
+             and min_ctas_for(threads, ROW_REGISTERS_NEEDED[vectors // threads]) >= LONG_ROW_CTAS]
+    return min(plain, max(LEAST_THREADS, whole[0] if whole else fewest))
 
 
 #: Registers a thread that rows of 16-byte vectors need without spilling, by vectors a
 #: thread (ptxas for sm_90, every mode, dtype and width of the variants): 2 fit in 40,
-#: 3 or 4 in 56 (at 48, every mode spills 16 to 32 bytes: hidden 4096 and 8192, bf16 and f16).
-ROW_REGISTERS_NEEDED = {1: 40, 2: 40, 3: 56, 4: 56}
+#: 3 or 4 in 56 (at 48, every mode spills 16 to 32 bytes: hidden 4096 and 8192, bf16 and f16),
+#: 5 to 8 in 64 (at 56, hidden 14336 and 16384 spill 4 to 12 bytes in some modes).
+ROW_REGISTERS_NEEDED = {1: 40, 2: 40, 3: 56, 4: 56, 5: 64, 6: 64, 7: 64, 8: 64}
 
 
 def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
     """CTAs an SM must hold (``.minnctapersm``, the ``min_ctas_per_sm`` default) for rows
     of ``hidden`` elements of ``dtype`` on ``block`` threads.
 
-    Rows of 16-byte vectors, at most 4 a thread: :func:`~specdsl.kernels._rows.min_ctas_for`
+    Rows of 16-byte vectors, at most 8 a thread: :func:`~specdsl.kernels._rows.min_ctas_for`
     with :data:`ROW_REGISTERS_NEEDED`, which is ``ceil(1024 / block)`` CTAs where their
     registers fit, and ``1024 // block`` otherwise: 5 CTAs of 224 threads (hidden 7168
-    bf16), 6 of 192 (6144), 7 of 160 (5120), 3 of 448 with the residual (7168 bf16). Other
+    bf16), 6 of 192 (6144), 7 of 160 (5120), 4 of 256 (10240 to 16384, 5 to 8 vectors a
+    thread), 3 of 288 (18432), 3 of 448 with the residual (7168 bf16). Other
     rows: None (``1024 // block``). Measured on the H200 (2026-12-01, 16384 rows, bf16,
     events, docs/kernels/rmsnorm.md): hidden 7168, dynamic scales, 93.5 us at 4 CTAs of
     224 against 88.3 at 5 (both with the packed row max); 6144, 79.5 against 76.4; 7168
