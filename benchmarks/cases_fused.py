@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits
 
-from specdsl import DType
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
 from specdsl.kernels import fp8_quant as fp8_quant_module
 from specdsl.kernels import rmsnorm_quant as rmsnorm_quant_module
@@ -76,9 +75,9 @@ def _picked_outputs(q: Any, scale: Any, mode: str) -> tuple:
     return (q,) if mode == "static" else (q, scale)
 
 
-def _quant_spec(hidden: int, mode: str) -> Fp8Quant:
+def _quant_spec(hidden: int, mode: str, dtype: str = "bf16") -> Fp8Quant:
     """The Fp8Quant request of an unfused pair's second launch."""
-    return Fp8Quant(hidden=hidden, dtype="bf16",
+    return Fp8Quant(hidden=hidden, dtype=dtype,
                     scale_mode="static_param" if mode == "static" else mode)
 
 
@@ -107,17 +106,20 @@ def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
 
 
 def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
-                   **fields: Any) -> BenchCase:
-    spec = RMSNormQuant(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused,
+                   dtype: str = "bf16", **fields: Any) -> BenchCase:
+    """RMSNormQuant of ``dtype`` rows (bf16 unless a variant experiment names another),
+    with candidate ``fields`` (e.g. ``block``), beside its unfused pair."""
+    spec = RMSNormQuant(hidden=hidden, eps=EPS, dtype=dtype, fused_residual=fused,
                         scale_mode=mode, **fields)
-    plain = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused, block=spec.block)
+    plain = RMSNorm(hidden=hidden, eps=EPS, dtype=dtype, fused_residual=fused, block=spec.block)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
     eps32 = float(np.float32(EPS))
 
     def make_inputs() -> tuple:
-        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
-        weight = torch.randn(hidden, dtype=torch.bfloat16, device="cuda") * 0.5 + 1
+        elements = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
+        x = torch.randn(tokens, hidden, dtype=elements, device="cuda")
+        weight = torch.randn(hidden, dtype=elements, device="cuda") * 0.5 + 1
         residual = (torch.randn_like(x),) if fused else ()
         return (x, *residual, weight, *_outputs(torch, tokens, hidden, mode))
 
@@ -140,18 +142,19 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
 
     def expected(inputs: tuple, picks: Any) -> tuple:
         x = host(inputs[0], picks)
-        if fused:  # s = x + residual, rounded to bf16 once (as the kernel and torch do)
-            x = from_bits(to_bits(x + host(inputs[1], picks), DType.BF16), DType.BF16)
+        if fused:  # s = x + residual, rounded to dtype once (as the kernel and torch do)
+            x = from_bits(to_bits(x + host(inputs[1], picks), spec.dtype), spec.dtype)
         quotient, scales, _ = rmsnorm_quant_module.reference(
             x, host(inputs[-3]), eps32, spec.dtype, mode, STATIC_SCALE)
         codes = (quotient,) if mode == "static" else (quotient, scales)
         return (*codes, x) if fused else codes
 
-    unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode),  # noqa: E731
+    unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode, dtype),  # noqa: E731
                                tokens, hidden, mode, returns_sum=fused)
+    named = {"dtype": dtype, **fields} if dtype != "bf16" else fields
     return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens,
-                     series=f"hidden={hidden} {mode}{fields_label(fields)}",
+                     series=f"hidden={hidden} {mode}{fields_label(named)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,

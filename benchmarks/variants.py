@@ -98,6 +98,33 @@ COPY_RATE_SMALL: dict[str, list[dict]] = {
 }
 
 
+#: (dtype, hidden, tokens, other fields): RMSNormQuant rows of more than 256 threads' 4
+#: vectors. Where some 256 to 320 threads hold the row in whole sweeps of 5 to 8 at 3 or
+#: more CTAs an SM (the default since 2026-12-01), the other fields are the geometry of
+#: before (4 to 8 vectors a thread, 2 or 3 CTAs of 320 to 512 threads); the last four
+#: keep theirs and time the candidate not taken: 4.5 vectors a thread (9216), or 8 at 2
+#: CTAs an SM (24576, 28672, f32 12288).
+QUANT_LONG_ROWS = [
+    ("bf16", 10240, 16384, {"block": 320, "min_ctas_per_sm": 3}),
+    ("bf16", 12288, 16384, {"block": 384, "min_ctas_per_sm": 3}),
+    ("bf16", 14336, 16384, {"block": 448, "min_ctas_per_sm": 2}),
+    ("bf16", 16384, 16384, {"block": 512, "min_ctas_per_sm": 2}),
+    ("f16", 16384, 16384, {"block": 512, "min_ctas_per_sm": 2}),
+    ("bf16", 18432, 8192, {"block": 480, "min_ctas_per_sm": 2}),
+    ("bf16", 20480, 8192, {"block": 512, "min_ctas_per_sm": 2}),
+    ("f32", 5120, 16384, {"block": 320, "min_ctas_per_sm": 3}),
+    ("f32", 6144, 16384, {"block": 384, "min_ctas_per_sm": 3}),
+    ("f32", 7168, 16384, {"block": 448, "min_ctas_per_sm": 2}),
+    ("f32", 8192, 16384, {"block": 512, "min_ctas_per_sm": 2}),
+    ("f32", 9216, 8192, {"block": 480, "min_ctas_per_sm": 2}),
+    ("f32", 10240, 8192, {"block": 512, "min_ctas_per_sm": 2}),
+    ("bf16", 9216, 16384, {"block": 256, "min_ctas_per_sm": 4}),
+    ("bf16", 24576, 8192, {"block": 384, "min_ctas_per_sm": 2}),
+    ("bf16", 28672, 8192, {"block": 448, "min_ctas_per_sm": 2}),
+    ("f32", 12288, 8192, {"block": 384, "min_ctas_per_sm": 2}),
+]
+
+
 def _candidate(torch: Any, kernel: str, tokens: int, width: int, fields: dict) -> BenchCase:
     """The benchmark case of ``kernel`` at ``tokens`` x ``width`` with candidate ``fields``."""
     if kernel == "Softmax":
@@ -135,6 +162,18 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                                (8192, (128, 256, 512)))
         for mode in ("dynamic", "static") for block in blocks] + [
         cases_norm._rmsnorm(torch, 16384, hidden, False) for hidden in (4096, 7168)],
+    # RMSNormQuant's rows of more than 256 threads' 4 vectors (QUANT_LONG_ROWS): the
+    # default against the geometry of before or the candidate not taken
+    "quant-long-rows": lambda torch: [
+        cases_fused._rmsnorm_quant(torch, tokens, hidden, False, mode, dtype, **fields)
+        for dtype, hidden, tokens, other in QUANT_LONG_ROWS
+        for mode in ("dynamic", "static", "group") for fields in (other, {})] + [
+        # the same geometry for RMSNorm (with the residual: twice the bytes a row)
+        cases_norm._rmsnorm(torch, 16384, hidden, fused, **fields)
+        for hidden, fused in ((12288, False), (16384, False), (16384, True))
+        for fields in ({}, {"block": 256, "min_ctas_per_sm": 4})] + [
+        cases_fused._rmsnorm_quant(torch, 16384, 16384, True, "dynamic", **fields)
+        for fields in ({}, {"block": 256, "min_ctas_per_sm": 4})],
     # Fp8Quant's CTA size (its dynamic scale is a CTA max, as RMSNormQuant's is)
     "fp8-block": lambda torch: [
         cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)
