@@ -125,6 +125,21 @@ def test_group_maxima_of_two_sweeps_share_a_butterfly(dtype, block_shuffles, div
     assert ptx.count("prmt.b32") == (6 if dtype != "f32" else 0)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+def test_group_store_predicate_only_where_a_lane_stores_for_its_group(dtype):
+    """%pq (a group's first lane) is declared and set only where that lane stores its
+    group's scale: f32 group scales of RMSNormQuant, and SiluMulQuant's group mode; the
+    spread f16/bf16 scales and the dynamic and static modes have no use for it."""
+    from specdsl.kernels import SiluMulQuant
+
+    for mode in ("dynamic", "static", "group"):
+        stores = mode == "group" and dtype == "f32"
+        ptx = render(RMSNormQuant(hidden=4096, dtype=dtype, scale_mode=mode))
+        assert (".reg .pred  %pq;" in ptx) == stores == ("@%pq st.global.f32" in ptx), mode
+        ptx = render(SiluMulQuant(d=4096, dtype=dtype, scale_mode=mode))
+        assert (".reg .pred  %pq;" in ptx) == (mode == "group") == ("@%pq st.global.f32" in ptx)
+
+
 def test_group_scales_spread_over_batches_of_four_sweeps():
     """8 sweeps a thread (hidden 65536 on 1024 threads): two batches of 4, each with its own
     division and its store offset; 3 sweeps with the last partial (640 vectors on 256
