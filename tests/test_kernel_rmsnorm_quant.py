@@ -46,9 +46,9 @@ def test_param_order(fused, names):
 def test_default_block():
     """Without the residual, rows of 16-byte vectors take 4 vectors a thread in at least
     128 threads, never more threads than RMSNorm; longer rows take the fewest threads from
-    256 up that hold them in whole sweeps of 5 to 8 vectors at 3 or more CTAs an SM (bf16
-    10240 to 20480, f32 5120 to 10240; not 9216 bf16, 4.5 a thread on 256, nor 24576, 2
-    CTAs of 384); with the residual, and for odd lengths,
+    256 up that hold them in whole sweeps of 5 to 8 vectors at 3 or more CTAs an SM (256,
+    288 or 320 threads: bf16 10240, 11520, 12800, ... 20480 and f32 at half those; not 9216
+    bf16, 4.5 a thread on 256, nor 24576, 2 CTAs of 384); with the residual, and for odd lengths,
     the block is RMSNorm's for rows of the same vectors (RMSNormQuant moves odd rows in
     narrow vectors, RMSNorm in a window: rmsnorm.default_block(window=False))."""
     found = {(hidden, dtype): RMSNormQuant(hidden=hidden, dtype=dtype).block
@@ -64,6 +64,10 @@ def test_default_block():
                      (20480, "bf16"): 320, (20480, "f32"): 640, (24576, "bf16"): 512,
                      (24576, "f32"): 768}
     assert RMSNormQuant(hidden=16384, dtype="f16").block == 256
+    assert [RMSNormQuant(hidden=h).block for h in (11520, 12800, 17920, 18432)] == \
+        [288, 320, 320, 288]
+    # test_kernel_quant_adversarial's 6 sweeps a thread are this default
+    assert RMSNormQuant(hidden=12288, dtype="f16", scale_mode="group").block == 256
     for hidden in (2880, 4096, 4097, 7168, 16384):
         assert RMSNormQuant(hidden=hidden, fused_residual=True).block == \
             rmsnorm.default_block(hidden, DType.BF16, window=False)
@@ -234,6 +238,7 @@ GPU = [(dtype, hidden, fused, mode) for dtype in ("bf16", "f16", "f32")
     ("bf16", 16384, False, "group"), ("f16", 14336, False, "dynamic"),
     ("bf16", 10240, False, "static"), ("f32", 8192, False, "dynamic"),
     ("bf16", 18432, False, "group"), ("f32", 9216, False, "dynamic"),
+    ("bf16", 20480, False, "group"), ("f16", 15360, False, "dynamic"),   # 320 threads
     # the widest rows: 8 sweeps of 16-byte vectors a thread
     ("bf16", 65536, True, "group"), ("f16", 65536, False, "dynamic"), ("f32", 32768, True, "static")]
 

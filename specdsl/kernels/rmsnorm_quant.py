@@ -39,8 +39,8 @@ VECTORS_PER_THREAD = 4
 LONG_ROW_THREADS = 256
 #: Most 16-byte vectors a thread of a long row's default block holds (64 registers).
 MOST_VECTORS_PER_THREAD = 8
-#: Fewest CTAs an SM a long row's default block must leave room for (with the registers
-#: :data:`ROW_REGISTERS_NEEDED` says its vectors need).
+#: Fewest CTAs an SM a long row's default block must leave room for (with the 64 registers
+#: :data:`ROW_REGISTERS_NEEDED` gives 5 to 8 vectors a thread, that is 256 to 320 threads).
 LONG_ROW_CTAS = 3
 
 
@@ -54,16 +54,18 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
     threads. A row that needs more than :data:`LONG_ROW_THREADS` threads at that rate takes
     the fewest threads from :data:`LONG_ROW_THREADS` up that hold it in whole sweeps of at
     most :data:`MOST_VECTORS_PER_THREAD` vectors at :data:`LONG_ROW_CTAS` or more CTAs an
-    SM, where there are such: hidden 10240 to 16384 f16/bf16 take 256 threads (5 to 8
-    vectors a thread, 4 CTAs an SM), 18432 and 20480 take 288 and 320 (8, 3 CTAs); f32
-    5120 to 10240 alike. Measured on the H200 at 16384 rows, bf16 (``benchmarks/variants.py
-    quant-block`` and ``quant-long-rows``, docs/kernels/rmsnorm.md): 4096, dynamic scales,
+    SM, where there are such (256, 288 or 320 threads): f16/bf16 hidden 10240, 12288, 14336
+    and 16384 take 256 (5 to 8 vectors a thread, 4 CTAs an SM), 11520, 13824, 16128 and
+    18432 take 288, 12800, 15360, 17920 and 20480 take 320 (3 CTAs); f32 at half those
+    widths. Measured on the H200 (``benchmarks/variants.py quant-block`` and
+    ``quant-long-rows``, docs/kernels/rmsnorm.md), bf16, 16384 rows: 4096, dynamic scales,
     51.9 us with 128 threads against 58.1 us with 256 (RMSNorm's 512 ran 75.9); 7168, 95.0
-    us with 224 against 108.9 us with RMSNorm's 448; 16384, 191.3 us with 256 against 207.6
-    with 512 (2026-12-01), and 0.979x to 1.167x over every request the long rows' rule
-    changed. With the residual, which moves twice the bytes a row, fewer threads did not help
-    (``residual-block``: 7168, 205.4 us with 128 threads against 202.4 with 448;
-    ``quant-long-rows``: 16384, 458.7 us with 256 against 447.4 with 512).
+    us with 224 against 108.9 us with RMSNorm's 448; 16384, 191.2 us with 256 against 207.5
+    with 512 (2026-12-01); over every request the long rows' rule changed that was measured
+    (bf16, f16 and f32, 8192 or 16384 rows), 0.975x to 1.266x. With the residual, which
+    moves twice the bytes a row, fewer threads did not help (``residual-block``: 7168, 205.4
+    us with 128 threads against 202.4 with 448; ``quant-long-rows``: 16384, 458.7 us with
+    256 against 447.0 with 512).
     """
     plain = rmsnorm.default_block(hidden, dtype, window=False)
     lanes = vector_elements(hidden, dtype)
@@ -71,12 +73,14 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
         return plain
     vectors = max(1, hidden // lanes)
     fewest = threads_for(vectors, VECTORS_PER_THREAD)
-    # Whole sweeps only (9216 at 4.5 vectors a thread on 256 ran 0.95x to 0.99x), and at
-    # least LONG_ROW_CTAS CTAs an SM (2 CTAs of 384 threads: 0.96x to 1.04x, by mode).
-    whole = [threads for threads in range(LONG_ROW_THREADS, fewest, 32)
-             if vectors % threads == 0 and vectors // threads <= MOST_VECTORS_PER_THREAD
-             and min_ctas_for(threads, ROW_REGISTERS_NEEDED[vectors // threads]) >= LONG_ROW_CTAS]
-    return min(plain, max(LEAST_THREADS, whole[0] if whole else fewest))
+    for threads in range(LONG_ROW_THREADS, fewest, 32):
+        # Whole sweeps only (9216 at 4.5 vectors a thread on 256 ran 0.95x to 0.99x), and
+        # at least LONG_ROW_CTAS CTAs an SM (2 CTAs of 384 threads: 0.96x to 1.04x by mode).
+        sweeps, rest = divmod(vectors, threads)
+        if (not rest and sweeps <= MOST_VECTORS_PER_THREAD
+                and (default_min_ctas(hidden, dtype, threads) or 0) >= LONG_ROW_CTAS):
+            return min(plain, threads)
+    return min(plain, max(LEAST_THREADS, fewest))
 
 
 #: Registers a thread that rows of 16-byte vectors need without spilling, by vectors a
