@@ -101,7 +101,7 @@ COPY_RATE_SMALL: dict[str, list[dict]] = {
 #: (dtype, hidden, tokens, other fields): RMSNormQuant rows of more than 256 threads' 4
 #: vectors. Where some 256 to 320 threads hold the row in whole sweeps of 5 to 8 at 3 or
 #: more CTAs an SM (the default since 2026-12-01), the other fields are the geometry of
-#: before (4 to 8 vectors a thread, 2 or 3 CTAs of 320 to 512 threads); the last four
+#: before (4 or 5 vectors a thread, 2 or 3 CTAs of 320 to 512 threads); the last four
 #: keep theirs and time the candidate not taken: 4.5 vectors a thread (9216), or 8 at 2
 #: CTAs an SM (24576, 28672, f32 12288).
 QUANT_LONG_ROWS = [
@@ -118,6 +118,15 @@ QUANT_LONG_ROWS = [
     ("f32", 8192, 16384, {"block": 512, "min_ctas_per_sm": 2}),
     ("f32", 9216, 8192, {"block": 480, "min_ctas_per_sm": 2}),
     ("f32", 10240, 8192, {"block": 512, "min_ctas_per_sm": 2}),
+    # widths between the multiples of 2048: 288 or 320 threads at 5 to 7
+    ("bf16", 11520, 16384, {"block": 384, "min_ctas_per_sm": 3}),
+    ("bf16", 12800, 16384, {"block": 416, "min_ctas_per_sm": 2}),
+    ("bf16", 13824, 16384, {"block": 448, "min_ctas_per_sm": 2}),
+    ("bf16", 15360, 16384, {"block": 480, "min_ctas_per_sm": 2}),
+    ("f16", 15360, 16384, {"block": 480, "min_ctas_per_sm": 2}),
+    ("bf16", 16128, 16384, {"block": 512, "min_ctas_per_sm": 2}),
+    ("bf16", 17920, 16384, {"block": 448, "min_ctas_per_sm": 2}),
+    ("f32", 6400, 16384, {"block": 416, "min_ctas_per_sm": 2}),
     ("bf16", 9216, 16384, {"block": 256, "min_ctas_per_sm": 4}),
     ("bf16", 24576, 8192, {"block": 384, "min_ctas_per_sm": 2}),
     ("bf16", 28672, 8192, {"block": 448, "min_ctas_per_sm": 2}),
