@@ -6,6 +6,8 @@ same codes) and beside ``torch.compile`` and torch eager of the same math:
 
 * RMSNormQuant, RMSNormQuant+residual: hidden 4096 and 7168 (DeepSeek-V3), each scale mode
   (dynamic per token, static, groups of 128); unfused: RMSNorm then Fp8Quant.
+* RMSNormQuant-long: the long rows' blocks (256 or 288 threads at 8 vectors a thread), hidden
+  16384 (Llama 3.1 405B) and 18432 (Nemotron-4 340B), each scale mode, without the residual.
 * SiluMulQuant: d 14336 (Llama 3 8B/70B's MLP) and 18432 (DeepSeek-V3's), each mode;
   unfused: SiluMul then Fp8Quant.
 * Fp8Quant-group: per-group scales alone (vLLM's ``per_token_group_quant_fp8``), hidden 7168
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import numpy as np
 from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits
 
@@ -30,11 +33,13 @@ from specdsl.kernels import silu_mul_quant as silu_mul_quant_module
 from specdsl.kernels.fp8_quant import E4M3_MAX, GROUP_EPS, GROUP_SIZE, MIN_SCALE
 
 #: The kernels this module's cases time (``--kernels`` names).
-KERNELS = ("RMSNormQuant", "RMSNormQuant+residual", "SiluMulQuant", "Fp8Quant-group")
+KERNELS = ("RMSNormQuant", "RMSNormQuant+residual", "SiluMulQuant", "Fp8Quant-group",
+           "RMSNormQuant-long")
 #: Only run where ``--kernels`` names them.
 OPT_IN = True
 TOKENS = (16, 16384)
 NORM_HIDDEN = (4096, 7168)
+LONG_HIDDEN = (16384, 18432)
 SILU_D = (14336, 18432)
 GROUP_HIDDEN = (7168, 18432)
 MODES = ("dynamic", "static", "group")
@@ -227,4 +232,6 @@ def cases(torch: Any) -> list[BenchCase]:
     found += [_silu_mul_quant(torch, t, d, mode) for d in SILU_D for mode in MODES
               for t in TOKENS]
     found += [_fp8_group(torch, t, h) for h in GROUP_HIDDEN for t in TOKENS]
+    found += [attrs.evolve(_rmsnorm_quant(torch, t, h, False, mode), kernel="RMSNormQuant-long")
+              for h in LONG_HIDDEN for mode in MODES for t in TOKENS]
     return found

@@ -22,7 +22,8 @@ writes the tables and charts again from a results file, without a GPU.
 
 Opt-in groups run only where ``--kernels`` names them (their modules set ``OPT_IN``): the
 fused FP8 epilogues against the unfused specdsl pair and torch.compile of the same math
-(``RMSNormQuant``, ``RMSNormQuant+residual``, ``SiluMulQuant``, ``Fp8Quant-group``:
+(``RMSNormQuant``, ``RMSNormQuant+residual``, ``SiluMulQuant``, ``Fp8Quant-group``,
+``RMSNormQuant-long``:
 ``cases_fused.py``), and row lengths that are not a multiple of 8 beside the nearest one,
 and rows longer than the registers (``RMSNorm-odd``, ``Softmax-odd``, ``Fp8Quant-odd``,
 ``RMSNorm-long``: ``cases_lengths.py``).

@@ -111,8 +111,8 @@ def test_opt_in_groups_run_only_when_named():
     cases = _built_cases()
     opt_in = set(kernels.opt_in_kernels())
     assert opt_in == {"RMSNormQuant", "RMSNormQuant+residual", "SiluMulQuant",
-                      "Fp8Quant-group", "RMSNorm-odd", "Softmax-odd", "Fp8Quant-odd",
-                      "RMSNorm-long"}
+                      "Fp8Quant-group", "RMSNormQuant-long", "RMSNorm-odd", "Softmax-odd",
+                      "Fp8Quant-odd", "RMSNorm-long"}
     assert not {c.kernel for c in kernels.select(cases, None, quick=False, opt_in=tuple(opt_in))
                 } & opt_in
     chosen = kernels.select(cases, ("SiluMulQuant",), quick=True, opt_in=tuple(opt_in))
@@ -459,7 +459,8 @@ def cpu_torch():
 @pytest.mark.parametrize("kernel", ["RMSNorm", "RMSNorm+residual", "Softmax", "RoPE",
                                     "SiluMul", "Fp8Quant", "RMSNormQuant",
                                     "RMSNormQuant+residual", "SiluMulQuant", "Fp8Quant-group",
-                                    "RMSNorm-odd", "Softmax-odd", "Fp8Quant-odd", "RMSNorm-long"])
+                                    "RMSNormQuant-long", "RMSNorm-odd", "Softmax-odd",
+                                    "Fp8Quant-odd", "RMSNorm-long"])
 def test_torch_version_matches_the_reference(cpu_torch, kernel):
     """Each case's torch eager outputs, at 16 tokens, pass the check against the reference."""
     chosen = [c for m in kernels.case_modules() for c in m.cases(cpu_torch)
