@@ -145,3 +145,49 @@ def test_a_rows_per_cta_default_is_never_refused(name, rows, monkeypatch):
                     continue
                 chosen.add(spec.rows_per_cta)
     assert rows in chosen and 1 in chosen
+
+
+#: Requests beyond the variants that reach other declarations: each scale mode of the FP8
+#: kernels, narrow and odd rows, rows a CTA, chunked and windowed rows of each dtype, Softmax
+#: split over a cluster.
+_MORE_REQUESTS = [
+    *(("RMSNormQuant", {"hidden": h, "dtype": d, "scale_mode": m, "fused_residual": f})
+      for h in (4096, 4097, 4098, 4100, 16384) for d in ("bf16", "f16", "f32")
+      for m in ("dynamic", "static", "group") for f in (False, True)
+      if h % 128 == 0 or m != "group"),
+    *(("SiluMulQuant", {"d": n, "dtype": d, "scale_mode": m})
+      for n in (4096, 4097, 4098) for d in ("bf16", "f16", "f32")
+      for m in ("dynamic", "static", "group") if n % 128 == 0 or m != "group"),
+    *(("Fp8Quant", {"hidden": h, "dtype": d, "scale_mode": m})
+      for h in (4096, 4097, 131072, 131073) for d in ("bf16", "f16", "f32")
+      for m in ("dynamic", "static_param", "group") if h % 128 == 0 or m != "group"),
+    *(("RMSNorm", {"hidden": h, "dtype": d, "fused_residual": f, **extra})
+      for h in (4096, 4097, 131073) for d in ("bf16", "f16", "f32") for f in (False, True)
+      for extra in ({}, {"rows_per_cta": 2}) if not (extra and h != 4096)),
+    *(("Softmax", {"cols": c, "dtype": d, **extra})
+      for c in (4096, 4097, 50257, 131072) for d in ("bf16", "f16", "f32")
+      for extra in ({}, {"split": 4}) if not (extra and c < 131072)),
+]
+
+
+def test_every_declared_register_is_used():
+    """A rendered entry declares only registers it uses: each ``.reg`` name (``%amax``) is
+    named again, and each family (``%h<2>``) has a member (``%h0``) in the PTX, over every
+    variant of every built-in and the requests above. ptxas drops unused registers, so this
+    is for the reviewer reading the PTX (templates declare per request what it uses)."""
+    import specdsl.kernels as kernels
+    from specdsl._review.variants import spec_variants
+
+    requests = [spec for cls in ALL for spec in spec_variants(cls)]
+    requests += [getattr(kernels, name)(**fields) for name, fields in _MORE_REQUESTS]
+    unused = set()
+    for spec in requests:
+        ptx = render(spec)
+        for family, count in re.findall(r"\.reg\s+\.\w+\s+(%\w+)<(\d+)>\s*;", ptx):
+            if int(count) and not re.search(re.escape(family) + r"\d+\b", ptx):
+                unused.add(f"{family}<{count}> in {spec!r}")
+        for name in re.findall(r"\.reg\s+\.\w+\s+(%\w+)\s*;", ptx):
+            if len(re.findall(re.escape(name) + r"(?![\w<])", ptx)) < 2:
+                unused.add(f"{name} in {spec!r}")
+    assert len(requests) == 330
+    assert not unused, sorted(unused)[:5]
