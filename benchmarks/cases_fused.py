@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import numpy as np
 from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits
 
@@ -232,6 +231,6 @@ def cases(torch: Any) -> list[BenchCase]:
     found += [_silu_mul_quant(torch, t, d, mode) for d in SILU_D for mode in MODES
               for t in TOKENS]
     found += [_fp8_group(torch, t, h) for h in GROUP_HIDDEN for t in TOKENS]
-    found += [attrs.evolve(_rmsnorm_quant(torch, t, h, False, mode), kernel="RMSNormQuant-long")
+    found += [_rmsnorm_quant(torch, t, h, False, mode).renamed("RMSNormQuant-long")
               for h in LONG_HIDDEN for mode in MODES for t in TOKENS]
     return found

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import cases_norm
 import cases_pointwise
 from harness import BenchCase
@@ -37,19 +36,14 @@ FP8_ODD = (4096, 4097)
 RMSNORM_LONG = (65544, 131072)
 
 
-def _renamed(case: BenchCase, kernel: str) -> BenchCase:
-    """``case`` under the group's name (its own table and ``--kernels`` name)."""
-    return attrs.evolve(case, kernel=kernel)
-
-
 def cases(torch: Any) -> list[BenchCase]:
     """The odd-length and long-row cases (no device work until a case runs)."""
-    found = [_renamed(cases_norm._rmsnorm(torch, t, h, False), "RMSNorm-odd")
+    found = [cases_norm._rmsnorm(torch, t, h, False).renamed("RMSNorm-odd")
              for h in RMSNORM_ODD for t in TOKENS]
-    found += [_renamed(cases_norm._softmax(torch, t, c), "Softmax-odd")
+    found += [cases_norm._softmax(torch, t, c).renamed("Softmax-odd")
               for c in SOFTMAX_ODD for t in TOKENS]
-    found += [_renamed(cases_pointwise._fp8_quant(torch, t, h), "Fp8Quant-odd")
+    found += [cases_pointwise._fp8_quant(torch, t, h).renamed("Fp8Quant-odd")
               for h in FP8_ODD for t in TOKENS]
-    found += [_renamed(cases_norm._rmsnorm(torch, t, h, False), "RMSNorm-long")
+    found += [cases_norm._rmsnorm(torch, t, h, False).renamed("RMSNorm-long")
               for h in RMSNORM_LONG for t in LONG_TOKENS]
     return found

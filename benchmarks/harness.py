@@ -117,6 +117,10 @@ class BenchCase:
         """The shape label of tables: ``"tokens=16 hidden=4096"`` (and the detail)."""
         return f"tokens={self.tokens} {self.series}{self.detail}"
 
+    def renamed(self, kernel: str) -> BenchCase:
+        """This case under an opt-in group's name (its own table and ``--kernels`` name)."""
+        return attrs.evolve(self, kernel=kernel)
+
 
 class Launcher:
     """Launches specdsl requests through the public :class:`specdsl.Executor` on torch's

@@ -176,7 +176,7 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     "quant-long-rows": lambda torch: [
         cases_fused._rmsnorm_quant(torch, tokens, hidden, False, mode, dtype, **fields)
         for dtype, hidden, tokens, other in QUANT_LONG_ROWS
-        for mode in ("dynamic", "static", "group") for fields in (other, {})] + [
+        for mode in cases_fused.MODES for fields in (other, {})] + [
         # the same geometry for RMSNorm (with the residual: twice the bytes a row)
         cases_norm._rmsnorm(torch, 16384, hidden, fused, **fields)
         for hidden, fused in ((12288, False), (16384, False), (16384, True))
