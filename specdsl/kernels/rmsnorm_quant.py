@@ -26,6 +26,11 @@ from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 __all__ = ["RMSNormQuant", "reference", "example"]
 
 
+#: Registers a thread that rows of 16-byte vectors need without spilling, by vectors a
+#: thread (ptxas for sm_90, every mode, dtype and width of the variants): 2 fit in 40,
+#: 3 or 4 in 56 (at 48, every mode spills 16 to 32 bytes: hidden 4096 and 8192, bf16 and f16),
+#: 5 to 8 in 64 (at 56, hidden 14336 and 16384 spill 4 to 12 bytes in some modes).
+ROW_REGISTERS_NEEDED = {1: 40, 2: 40, 3: 56, 4: 56, 5: 64, 6: 64, 7: 64, 8: 64}
 #: Fewest threads a CTA of the default block has, without the residual (four warps).
 LEAST_THREADS = 128
 #: 16-byte vectors a thread of the default block holds, without the residual: 16 registers
@@ -37,8 +42,9 @@ VECTORS_PER_THREAD = 4
 #: it in whole sweeps of at most :data:`MOST_VECTORS_PER_THREAD`, at
 #: :data:`LONG_ROW_CTAS` or more CTAs an SM (before: 2 or 3 CTAs of 320 to 512 threads).
 LONG_ROW_THREADS = 256
-#: Most 16-byte vectors a thread of a long row's default block holds (64 registers).
-MOST_VECTORS_PER_THREAD = 8
+#: Most 16-byte vectors a thread of a long row's default block holds: the most whose
+#: registers :data:`ROW_REGISTERS_NEEDED` knows (64 at 8).
+MOST_VECTORS_PER_THREAD = max(ROW_REGISTERS_NEEDED)
 #: Fewest CTAs an SM a long row's default block must leave room for (with the 64 registers
 #: :data:`ROW_REGISTERS_NEEDED` gives 5 to 8 vectors a thread, that is 256 to 320 threads).
 LONG_ROW_CTAS = 3
@@ -81,13 +87,6 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
                 and (default_min_ctas(hidden, dtype, threads) or 0) >= LONG_ROW_CTAS):
             return min(plain, threads)
     return min(plain, max(LEAST_THREADS, fewest))
-
-
-#: Registers a thread that rows of 16-byte vectors need without spilling, by vectors a
-#: thread (ptxas for sm_90, every mode, dtype and width of the variants): 2 fit in 40,
-#: 3 or 4 in 56 (at 48, every mode spills 16 to 32 bytes: hidden 4096 and 8192, bf16 and f16),
-#: 5 to 8 in 64 (at 56, hidden 14336 and 16384 spill 4 to 12 bytes in some modes).
-ROW_REGISTERS_NEEDED = {1: 40, 2: 40, 3: 56, 4: 56, 5: 64, 6: 64, 7: 64, 8: 64}
 
 
 def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
