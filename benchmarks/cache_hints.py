@@ -46,7 +46,7 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
         sys.path.insert(0, _path)
 
 import numpy as np  # noqa: E402
-from harness import Launcher, device_times  # noqa: E402
+from harness import Launcher, device_times, torch_dtype  # noqa: E402
 
 from specdsl import baked, kernel_spec, render  # noqa: E402
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMulQuant, Softmax  # noqa: E402
@@ -191,7 +191,7 @@ def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
     in ``.param`` order: torch tensors of the spec's dtype on the GPU, then any row count.
     The scales are sized by ``scale_mode``: a row's, a group's (``[tokens, width / 128]``),
     or the one static scale, read (0.05)."""
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[spec.dtype.ptx]
+    dtype = torch_dtype(torch, spec.dtype.ptx)
     if isinstance(spec, Softmax):
         x = torch.randn(tokens, spec.cols, device="cuda", dtype=dtype)
         return [x, torch.empty_like(x), np.uint32(tokens)]

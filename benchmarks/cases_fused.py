@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits
+from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits, torch_dtype
 
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
 from specdsl.kernels import fp8_quant as fp8_quant_module
@@ -121,7 +121,7 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
     eps32 = float(np.float32(EPS))
 
     def make_inputs() -> tuple:
-        elements = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dtype]
+        elements = torch_dtype(torch, dtype)
         x = torch.randn(tokens, hidden, dtype=elements, device="cuda")
         weight = torch.randn(hidden, dtype=elements, device="cuda") * 0.5 + 1
         residual = (torch.randn_like(x),) if fused else ()

@@ -14,9 +14,8 @@ from typing import Any
 
 import liger_peers
 import numpy as np
-from harness import BenchCase, fields_label, from_bits, host, to_bits
+from harness import BenchCase, fields_label, from_bits, host, to_bits, torch_dtype
 
-from specdsl import DType
 from specdsl.kernels import RMSNorm, Softmax
 from specdsl.kernels import rmsnorm as rmsnorm_module
 from specdsl.kernels import softmax as softmax_module
@@ -31,15 +30,18 @@ SOFTMAX_LONG_TOKENS = (1, 16, 256, 4096)
 EPS = 1e-6
 
 
-def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -> BenchCase:
-    spec = RMSNorm(hidden=hidden, eps=EPS, dtype="bf16", fused_residual=fused, **fields)
+def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, dtype: str = "bf16",
+             **fields: Any) -> BenchCase:
+    """RMSNorm of ``dtype`` rows (bf16 unless a variant experiment names another), with
+    candidate ``fields``."""
+    spec = RMSNorm(hidden=hidden, eps=EPS, dtype=dtype, fused_residual=fused, **fields)
     grid, block = spec.launch_dims(tokens)
     rows = np.uint32(tokens)
     eps32 = float(np.float32(EPS))  # what the kernel bakes
 
     def make_inputs() -> tuple:
-        x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
-        weight = torch.randn(hidden, dtype=torch.bfloat16, device="cuda") * 0.5 + 1
+        x = torch.randn(tokens, hidden, dtype=torch_dtype(torch, dtype), device="cuda")
+        weight = torch.randn(hidden, dtype=x.dtype, device="cuda") * 0.5 + 1
         y = torch.empty_like(x)
         if fused:
             return x, torch.randn_like(x), weight, y
@@ -53,7 +55,7 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -
         x, weight = host(inputs[0], picks), host(inputs[-2])
         if not fused:
             return (rmsnorm_module.reference(x, weight, eps32),)
-        summed = from_bits(to_bits(x + host(inputs[1], picks), DType.BF16), DType.BF16)
+        summed = from_bits(to_bits(x + host(inputs[1], picks), spec.dtype), spec.dtype)
         return rmsnorm_module.reference(summed, weight, eps32), summed
 
     if fused:
@@ -67,8 +69,9 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, **fields: Any) -
             return torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
         torch_args = lambda inputs: inputs[:2]  # noqa: E731
         liger = lambda: liger_peers.rms_norm(EPS)  # noqa: E731
+    named = {"dtype": dtype, **fields} if dtype != "bf16" else fields
     return BenchCase(kernel="RMSNorm+residual" if fused else "RMSNorm", tokens=tokens,
-                     series=f"hidden={hidden}{fields_label(fields)}",
+                     series=f"hidden={hidden}{fields_label(named)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args,
                      expected=expected, peers={"liger": liger},

@@ -40,7 +40,7 @@ from specdsl.kernels.case import from_bits, relative_error, to_bits
 __all__ = ["BenchCase", "Impl", "Launcher", "Unavailable", "IMPLS", "from_bits", "to_bits",
            "row_picks", "host", "clone_inputs", "describe_error", "implementations",
            "check_impl", "check_all", "measure_case", "device_times", "graph_seconds",
-           "copy_bandwidth", "fields_label"]
+           "copy_bandwidth", "fields_label", "torch_dtype"]
 
 #: Inputs of all rotated sets together are at least this many bytes (H200 L2: 60 MB).
 ROTATE_BYTES = 256 * 2**20
@@ -141,6 +141,11 @@ class Launcher:
 def fields_label(fields: dict) -> str:
     """A case's non-default fields as the text after its shape: ``" block=128 unroll=1"``."""
     return "".join(f" {k}={v}" for k, v in fields.items())
+
+
+def torch_dtype(torch: Any, name: str) -> Any:
+    """The torch element type of a specdsl dtype name: ``"bf16"``, ``"f16"`` or ``"f32"``."""
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[name]
 
 
 def describe_error(exc: BaseException) -> str:
