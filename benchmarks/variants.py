@@ -47,6 +47,8 @@ import cases_pointwise  # noqa: E402
 import numpy as np  # noqa: E402
 from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, measure_case  # noqa: E402
 
+from specdsl.kernels import RMSNorm  # noqa: E402
+
 
 def _floor(torch: Any) -> list[BenchCase]:
     from specdsl.kernels import VectorAdd, vector_add
@@ -133,6 +135,43 @@ QUANT_LONG_ROWS = [
     ("f32", 12288, 8192, {"block": 384, "min_ctas_per_sm": 2}),
 ]
 
+#: (dtype, hidden, other fields): RMSNorm's rows of 9216 to 15360. The packed rows (9992 to
+#: 12288 f16/bf16, ``rmsnorm.packed_row_block``; 4 vectors a thread at 3 CTAs an SM, the
+#: default since 2026-12-01) beside their block of before (448 to 512 threads at 3); the
+#: others beside the candidates not taken: the same geometry for rows given 384 or 416
+#: threads, for f32 and for rows at 4 vectors, and RMSNormQuant's long-row geometry (256
+#: threads x 4 CTAs, whole sweeps of 5 to 7). Each is timed with and without the residual
+#: (which keeps the general rule), where it differs from that mode's default.
+RMSNORM_LONG_ROWS = [
+    ("bf16", 9216, [{"block": 288, "min_ctas_per_sm": 3}]),
+    ("bf16", 9728, [{"block": 320, "min_ctas_per_sm": 3}]),
+    ("bf16", 9992, [{"block": 448}, {"block": 320, "min_ctas_per_sm": 3}]),
+    ("bf16", 10240, [{"block": 448}, {"block": 320, "min_ctas_per_sm": 3},
+                     {"block": 256, "min_ctas_per_sm": 4}]),
+    ("bf16", 10752, [{"block": 448}, {"block": 352, "min_ctas_per_sm": 3}]),
+    ("bf16", 11264, [{"block": 480}, {"block": 352, "min_ctas_per_sm": 3}]),
+    ("bf16", 11776, [{"block": 512}, {"block": 384, "min_ctas_per_sm": 3}]),
+    ("bf16", 12288, [{"block": 512}, {"block": 384, "min_ctas_per_sm": 3},
+                     {"block": 256, "min_ctas_per_sm": 4}]),
+    ("f16", 12288, [{"block": 512}, {"block": 384, "min_ctas_per_sm": 3}]),
+    ("f32", 5120, [{"block": 320, "min_ctas_per_sm": 3}]),
+    ("f32", 6144, [{"block": 384, "min_ctas_per_sm": 3}]),
+    ("bf16", 14336, [{"block": 256, "min_ctas_per_sm": 4}]),
+    ("bf16", 15360, [{"block": 320, "min_ctas_per_sm": 3}]),
+]
+
+
+def rmsnorm_long_rows(torch: Any) -> list[BenchCase]:
+    """:data:`RMSNORM_LONG_ROWS`: per row and residual mode, the default request, then each
+    other request (one that is the default in that mode is timed once)."""
+    found = []
+    for dtype, hidden, others in RMSNORM_LONG_ROWS:
+        for fused in (False, True):
+            def request(**fields: Any) -> RMSNorm:
+                return RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused, **fields)
+            found += [cases_norm._rmsnorm(torch, 16384, hidden, fused, dtype, **fields)
+                      for fields in ({}, *others) if not fields or request(**fields) != request()]
+    return found
 
 def _candidate(torch: Any, kernel: str, tokens: int, width: int, fields: dict) -> BenchCase:
     """The benchmark case of ``kernel`` at ``tokens`` x ``width`` with candidate ``fields``."""
@@ -183,6 +222,8 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for fields in ({}, {"block": 256, "min_ctas_per_sm": 4})] + [
         cases_fused._rmsnorm_quant(torch, 16384, 16384, True, "dynamic", **fields)
         for fields in ({}, {"block": 256, "min_ctas_per_sm": 4})],
+    # RMSNorm's rows of 9216 to 15360 (RMSNORM_LONG_ROWS): the packed rows' default
+    "rmsnorm-long-rows": rmsnorm_long_rows,
     # Fp8Quant's CTA size (its dynamic scale is a CTA max, as RMSNormQuant's is)
     "fp8-block": lambda torch: [
         cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)

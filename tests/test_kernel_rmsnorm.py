@@ -16,7 +16,7 @@ from specdsl._cli.main import main
 from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
-from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, reference
+from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, packed_row_block, reference
 from windowsim import every_phase, loads_in_array, merged
 
 # Smallest row, an odd LLM size (2880: guarded last sweep), a common one, the largest.
@@ -47,6 +47,40 @@ def test_defaults():
     """The defaults are bf16, eps 1e-6, no residual, 256 threads for hidden 4096."""
     spec = RMSNorm(hidden=4096)
     assert (spec.dtype, spec.eps, spec.fused_residual, spec.block) == (DType.BF16, 1e-6, False, 256)
+
+
+def test_packed_rows_take_4_vectors_a_thread_at_3_ctas():
+    """f16/bf16 rows without the residual that the general rule gives 448 to 512 threads at
+    3 vectors a thread (hidden 9992 to 12288) take the fewest warps holding 4, with
+    .minnctapersm 3; the residual, f32, rows at 2 or 4 vectors, rows given 384 or 416
+    threads, and rows in a window or in 8-byte vectors keep the general rule."""
+    found = {(hidden, dtype, fused): (spec.block, spec.min_ctas_per_sm)
+             for hidden in (8192, 9216, 9984, 9992, 10240, 10752, 11264, 11776, 12288, 12296)
+             for dtype in ("bf16", "f16", "f32") for fused in (False, True)
+             for spec in [RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused)]}
+    packed = {9992: 320, 10240: 320, 10752: 352, 11264: 352, 11776: 384, 12288: 384}
+    plain = {8192: 512, 9216: 384, 9984: 416, 9992: 448, 10240: 448, 10752: 448,
+             11264: 480, 11776: 512, 12288: 512, 12296: 416}
+    f32 = {8192: 512, 9216: 480, 9984: 512, 9992: 512, 10240: 512, 10752: 448, 11264: 480,
+           11776: 512, 12288: 512, 12296: 448}
+    assert found == {(hidden, dtype, fused): (
+        (packed[hidden], 3) if dtype != "f32" and not fused and hidden in packed else
+        ((f32 if dtype == "f32" else plain)[hidden], None))
+        for hidden, dtype, fused in found}
+    assert [RMSNorm(hidden=hidden).block for hidden in (10241, 10244)] == [448, 448]
+    # the CTA count goes with the default block only
+    assert RMSNorm(hidden=10240, block=448).min_ctas_per_sm is None
+    assert RMSNorm(hidden=10240, block=320, min_ctas_per_sm=4).min_ctas_per_sm == 4
+    assert ".minnctapersm 3" in render(RMSNorm(hidden=12288))
+    assert [hidden for hidden in range(8, 40000, 8)
+            if packed_row_block(hidden, DType.BF16)] == list(range(9992, 12289, 8))
+
+
+@pytest.mark.parametrize("hidden,dtype", [(9992, "bf16"), (11776, "f16"), (12288, "bf16")])
+def test_packed_rows_do_not_spill(hidden, dtype):
+    """The packed rows' blocks fit the registers 3 CTAs an SM leave (64 at 320 threads, 56 at
+    352 and 384), sweeps whole or guarded."""
+    assert_no_spills(assemble(RMSNorm(hidden=hidden, dtype=dtype)))
 
 
 @pytest.mark.parametrize("dtype,hidden,fused", GRID)
@@ -188,7 +222,7 @@ def test_any_length_assembles_without_spills(dtype, hidden, fused):
 
 
 @pytest.mark.parametrize("hidden,dtype,block", [
-    (h, d, b) for h in ODD + (4100, 2880, 65544, 200000) for d in ("bf16", "f32")
+    (h, d, b) for h in ODD + (4100, 2880, 65544, 200000, 9992, 10752) for d in ("bf16", "f32")
     for b in (None, 96, 1024)])
 @pytest.mark.parametrize("fused", [False, True])
 def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
@@ -352,6 +386,25 @@ def test_gpu_odd_lengths_match_reference(dtype, hidden, fused, rows):
 
     rng = np.random.default_rng(hidden + rows)
     case = example(RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused), rng, rows=rows)
+    errors = run_case(Executor(), case, rng)
+    assert set(errors) == set(case.expected)
+    for name, error in errors.items():
+        assert error <= case.tolerance, f"{name}: relative error {error} > {case.tolerance}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,hidden", [("bf16", 9992), ("f16", 10752), ("bf16", 11264),
+                                          ("f16", 11776), ("bf16", 12288)])
+def test_gpu_packed_rows_match_reference(dtype, hidden):
+    """On the GPU, the packed rows' default blocks (4 vectors a thread, 3 CTAs an SM; the last
+    sweep guarded at 9992, 10752 and 11776) match the float64 reference on 7 rows."""
+    from specdsl import Executor
+    from specdsl._review.demo import run_case
+
+    spec = RMSNorm(hidden=hidden, dtype=dtype)
+    assert spec.min_ctas_per_sm == 3
+    rng = np.random.default_rng(hidden)
+    case = example(spec, rng, rows=7)
     errors = run_case(Executor(), case, rng)
     assert set(errors) == set(case.expected)
     for name, error in errors.items():

@@ -20,13 +20,16 @@ from ._rows import (
     row_block,
     row_launch_dims,
     row_vectors,
+    threads_for,
+    vector_elements,
     vector_registers,
     windowed,
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX",
-           "ROWS_PER_CTA"]
+           "ROWS_PER_CTA", "default_block", "default_min_ctas", "packed_row_block", "PACKED_ROW_THREADS",
+           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS"]
 
 #: Most 16-byte vectors of a row one thread keeps in registers (32 registers; narrower
 #: vectors: 16 of 8 bytes, 32 of 4 or 2). A row longer than ``block`` threads hold is
@@ -37,6 +40,20 @@ MAX_HIDDEN = 2**20
 #: The ``rows_per_cta`` default: rows a CTA normalizes together (candidates 2 and 4 are
 #: timed by ``benchmarks/variants.py copy-rate``; see docs/kernels/rmsnorm.md).
 ROWS_PER_CTA = 1
+#: f16/bf16 rows of 16-byte vectors without the residual that the general rule
+#: (:func:`~specdsl.kernels._rows.row_block`) gives this many threads or more at 3 vectors
+#: a thread (hidden 9992 to 12288: 448 to 512 threads, ``.minnctapersm`` 2) take the fewest
+#: warps that hold them at :data:`PACKED_ROW_VECTORS`, with :data:`PACKED_ROW_CTAS` CTAs an SM
+#: (288 to 384 threads). Rows given 384 or 416 threads at 3 (9216, 9728) ran level either
+#: way, so they keep theirs, as do rows at 2 (8192: 512 threads).
+PACKED_ROW_THREADS = 448
+#: 16-byte vectors a thread of a packed row's default block (ptxas for sm_90: 56 to 64
+#: registers, no spills; 5 or 6 on 256 threads, 4 CTAs an SM, ran 1.5 and 0.8% slower at
+#: 10240 and 12288).
+PACKED_ROW_VECTORS = 4
+#: CTAs an SM a packed row's default block must hold (``.minnctapersm``, the
+#: ``min_ctas_per_sm`` default for that block).
+PACKED_ROW_CTAS = 3
 
 
 def _geometry(hidden: int, dtype: DType, block: int, fused: bool,
@@ -58,17 +75,57 @@ def _geometry(hidden: int, dtype: DType, block: int, fused: bool,
     return lanes, vectors, per_thread, cdiv(vectors, block * per_thread)
 
 
-def default_block(hidden: int, dtype: DType, window: bool = True) -> int:
+def default_block(hidden: int, dtype: DType, window: bool = True,
+                  fused_residual: bool = False) -> int:
     """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
 
     See :func:`specdsl.kernels._rows.row_block`: up to 512 threads with 2 to 8 16-byte
     vectors a thread, 1024 for rows longer than that, which then take chunks. A length
     that is not a whole number of 16-byte vectors counts the vectors of its window;
     ``window=False``: of the widest vector dividing ``hidden`` (RMSNormQuant, whose rows
-    move in those).
+    move in those). f16/bf16 rows of 16-byte vectors without ``fused_residual`` that this
+    gives :data:`PACKED_ROW_THREADS` threads or more at 3 vectors a thread take
+    :func:`packed_row_block` instead (hidden 10240: 320 threads, not 448; 12288: 384, not
+    512).
+
+    Measured on the H200 (``benchmarks/variants.py rmsnorm-long-rows``, two rounds,
+    16384 rows, bf16, docs/kernels/rmsnorm.md "Packed rows"): hidden 10240, 164.0 us on 320
+    threads x 3 CTAs against 179.5 on 448 (88.3% of the copy rate to 96.7%); 12288, 198.8
+    against 204.9. With the residual, which moves twice the bytes a row, the same blocks
+    ran 0.4 to 1.2% slower, so those rows keep theirs.
     """
+    packed = None if fused_residual else packed_row_block(hidden, dtype)
+    if packed is not None:
+        return packed
     lanes, vectors = row_vectors(hidden, dtype, window and windowed(hidden, dtype))
     return row_block(vectors, vector_registers(lanes, dtype))
+
+
+def packed_row_block(hidden: int, dtype: DType) -> int | None:
+    """The block of an f16/bf16 row of ``hidden`` elements in 16-byte vectors that
+    :func:`~specdsl.kernels._rows.row_block` gives :data:`PACKED_ROW_THREADS` threads or more
+    at 3 vectors a thread: the fewest warps that hold it at
+    :data:`PACKED_ROW_VECTORS` (hidden 9992 to 12288: 288 to 384 threads). None for other
+    rows (f32, narrower vectors, or any other length); rows in a window spilled 12 bytes
+    on such blocks (10241 on 352 threads), so they are not packed rows either."""
+    lanes = vector_elements(hidden, dtype)
+    if dtype.size != 2 or lanes * dtype.size != 16:
+        return None
+    vectors = hidden // lanes
+    plain = row_block(vectors, vector_registers(lanes, dtype))
+    if plain < PACKED_ROW_THREADS or cdiv(vectors, plain) != PACKED_ROW_VECTORS - 1:
+        return None
+    return threads_for(vectors, PACKED_ROW_VECTORS)
+
+
+def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool) -> int | None:
+    """CTAs an SM must hold (``.minnctapersm``, the ``min_ctas_per_sm`` default):
+    :data:`PACKED_ROW_CTAS` for a packed row (:func:`packed_row_block`) on its default block
+    without the residual, else None (``1024 // block``, which is 2 for 352 and 384 threads:
+    the rule's blocks were measured at 3)."""
+    if fused_residual or packed_row_block(hidden, dtype) != block:
+        return None
+    return PACKED_ROW_CTAS
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
@@ -101,6 +158,14 @@ def _rows_geometry(spec: Any, rows_per_cta: int) -> tuple[int, int, int]:
 def _check_rows_per_cta(instance: Any, attribute: Any, value: int) -> None:
     per_thread, most, chunks = _rows_geometry(instance, value)
     check_rows_per_cta(value, chunks, per_thread, most if value > 1 else per_thread)
+
+
+def _default_min_ctas(spec: Any) -> int | None:
+    """:func:`default_min_ctas` of the spec's fields (None where a field is refused: its own
+    validator says why)."""
+    if not isinstance(spec.hidden, int) or spec.hidden < 1 or not isinstance(spec.block, int):
+        return None
+    return default_min_ctas(spec.hidden, spec.dtype, spec.block, spec.fused_residual)
 
 
 def _default_rows_per_cta(spec: Any) -> int:
@@ -165,7 +230,9 @@ class RMSNorm:
         min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (PTX
             ISA "Performance-Tuning Directives"): ptxas then keeps to
             :func:`~specdsl.kernels._rows.register_cap` registers a thread (the PTX comment
-            says how many); None: ``1024 // block``.
+            says how many); None: ``1024 // block``. The default is None, or
+            :data:`PACKED_ROW_CTAS` for a packed row on its default block
+            (:func:`default_min_ctas`).
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
 
@@ -178,14 +245,16 @@ class RMSNorm:
     dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
                          doc="element type: f32, f16 or bf16")
     fused_residual: bool = baked(False, doc="residual = x + residual first; y = rmsnorm(residual)")
-    block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
+    block: int = baked(attrs.Factory(lambda self: default_block(
+                           self.hidden, self.dtype, fused_residual=self.fused_residual),
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
     rows_per_cta: int = baked(attrs.Factory(_default_rows_per_cta, takes_self=True),
                               validator=_check_rows_per_cta,
                               doc="rows a CTA normalizes together (one barrier for all)")
-    min_ctas_per_sm: int | None = baked(None, validator=min_ctas_per_sm_field,
-                                        doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
+    min_ctas_per_sm: int | None = baked(
+        attrs.Factory(_default_min_ctas, takes_self=True), validator=min_ctas_per_sm_field,
+        doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
     streaming_stores: bool = baked(False, doc="store y (and s) with st.global.cs")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: common

@@ -73,7 +73,7 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
     us with 128 threads against 202.4 with 448; ``quant-long-rows``: 16384, 458.7 us with
     256 against 447.0 with 512).
     """
-    plain = rmsnorm.default_block(hidden, dtype, window=False)
+    plain = rmsnorm.default_block(hidden, dtype, window=False, fused_residual=fused_residual)
     lanes = vector_elements(hidden, dtype)
     if fused_residual or lanes * dtype.size < 16:
         return plain
