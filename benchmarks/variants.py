@@ -222,6 +222,15 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for fields in ({}, {"block": 256, "min_ctas_per_sm": 4})] + [
         cases_fused._rmsnorm_quant(torch, 16384, 16384, True, "dynamic", **fields)
         for fields in ({}, {"block": 256, "min_ctas_per_sm": 4})],
+    # Softmax's rows of 9216 to 16384 (256 threads at 4.5 to 8 vectors by default) against
+    # 4 vectors a thread on more threads, RMSNorm's packed rows' geometry
+    "softmax-long-rows": lambda torch: [
+        cases_norm._softmax(torch, 16384, cols, **fields)
+        for cols, blocks in ((9216, (288,)), (10240, (320,)), (12288, (384,)),
+                             (14336, (448,)), (16384, (512,)))
+        for fields in ({}, *({"block": block} for block in blocks),
+                       *({"block": block, "min_ctas_per_sm": 3} for block in blocks
+                         if block <= 384))],
     # RMSNorm's rows of 9216 to 15360 (RMSNORM_LONG_ROWS): the packed rows' default
     "rmsnorm-long-rows": rmsnorm_long_rows,
     # Fp8Quant's CTA size (its dynamic scale is a CTA max, as RMSNormQuant's is)
