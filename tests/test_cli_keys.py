@@ -61,8 +61,8 @@ def test_list_spec_shows_every_field(capsys):
         "per row)",
         "    baked  rows_per_cta: int = (computed from the other fields)  rows a CTA "
         "normalizes together (one barrier for all)",
-        "    baked  min_ctas_per_sm: int | None = None  CTAs an SM must hold (.minnctapersm); "
-        "None: 1024 / block",
+        "    baked  min_ctas_per_sm: int | None = (computed from the other fields)  CTAs an SM "
+        "must hold (.minnctapersm); None: 1024 / block",
         "    baked  streaming_stores: bool = False  store y (and s) with st.global.cs",
     ]
 

@@ -152,6 +152,28 @@ def _names(fields: Iterable[str]) -> str:
     return ", ".join(sorted(fields))
 
 
+# The static proof counts a field as read by key() only where key() reads it on every
+# observed request (KeyReport.key_fields): one read on some requests only (behind an `if`)
+# leaves the others keyed without it. The lines say which is which.
+def _key_reads(report: KeyReport) -> str:
+    """``factor, and offset only on some requests``: what key() reads, and how often."""
+    every, some = report.key_fields, report.key_fields_any - report.key_fields
+    if not some:
+        return _names(every) or "no field"
+    sometimes = f"{_names(some)} only on some requests"
+    return f"{_names(every)}, and {sometimes}" if every else sometimes
+
+
+def _not_read(report: KeyReport) -> str:
+    """``key() does not`` (read the missing fields), or how it falls short of them."""
+    never = report.missing - report.key_fields_any
+    sometimes = report.missing & report.key_fields_any
+    if not sometimes:
+        return "key() does not"
+    reads = f"reads {_names(sometimes)} only on some requests"
+    return f"key() does not read {_names(never)} and {reads}" if never else f"key() {reads}"
+
+
 def _status(report: KeyReport) -> str:
     if not report.has_key:
         return "derived"
@@ -175,13 +197,13 @@ def format_report(report: KeyReport) -> list[str]:
     info = spec_info(cls)
     status = {"incomplete": "INCOMPLETE ", "over-keyed": "OVER-KEYED "}.get(
         _status(report), "ok         ")
-    lines = [f"{status} {title}: key() reads {_names(report.key_fields_any) or 'no field'}; "
+    lines = [f"{status} {title}: key() reads {_key_reads(report)}; "
              f"template {info.template!r} reads {_names(report.template_fields) or 'no field'}"]
     if report.missing:
         lines.append(
-            f"    incomplete: the template reads {_names(report.missing)} but key() does "
-            "not: a request differing only there would silently run the first request's "
-            "kernel")
+            f"    incomplete: the template reads {_names(report.missing)} but "
+            f"{_not_read(report)}: a request differing only there would silently run the "
+            "first request's kernel")
     for example in report.counterexamples:
         lines += [
             f"    counterexample: key {example.key!r} for both, different PTX for "

@@ -72,6 +72,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, message)
 
 
+def _commands(parser: argparse.ArgumentParser) -> str:
+    """The sub-commands of ``parser``, comma-separated."""
+    return ", ".join(next(a.choices for a in parser._actions
+                          if a.nargs == argparse.PARSER and a.choices))
+
+
 class _DeprecatedGrid(argparse.Action):
     """``--grid``: the old spelling of ``--variants`` ("grid" is the CUDA launch grid)."""
 
@@ -177,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("verify", _lazy("review", "command_verify"),
                 "compile with nvJitLink and report registers, spills and memory", "request")
-    p.add_argument("request", nargs="*", metavar=f"{request} ...",
+    # nargs="*" adds the "...": the usage reads [SPEC [FIELD=VALUE ...] ...]
+    p.add_argument("request", nargs="*", metavar=request,
                    help="requests to compile (default: every built-in spec's default)")
     target(p)
     variants(p, "every variant of each spec, with the given fields pinned")
@@ -229,7 +236,15 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     if verb_at is not None and argv[verb_at] == "diff" and "--" in argv[verb_at:]:
         argv = list(argv)
         argv[argv.index("--", verb_at)] = B_WORDS
-    args, extras = parser.parse_known_args(argv)
+    try:
+        args, extras = parser.parse_known_args(argv)
+    except UsageError:
+        # only options, no COMMAND: name the unknown ones (argparse says COMMAND is missing)
+        unknown = [word for word in argv if word.startswith("-") and word != "--"]
+        if verb_at is None and unknown:
+            raise UsageError(parser.prog, f"unrecognized arguments: {' '.join(unknown)} (and "
+                                          f"no COMMAND: give one of {_commands(parser)})") from None
+        raise
     unknown = [word for word in extras if word.startswith("-") and word != B_WORDS]
     verb_parser = getattr(args, "verb_parser", parser)
     if unknown:

@@ -102,15 +102,37 @@ def command_render(args: argparse.Namespace) -> int:
         sys.stdout.write(render(parse_request(resolve_spec(args.request[0]), args.request[1:]),
                                 args.target))
         return OK
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(prog, f"--out {args.out!r} is a file: give a folder (made if missing)")
+    out = _out_folder(prog, args.out)
     requests = collect_requests(args.request, variants=args.variants, target=args.target)
-    for item in write_renders(requests, args.target, Path(args.out)):
+    try:
+        written = write_renders(requests, args.target, out)
+    except OSError as exc:
+        if exc.filename is None or Path(exc.filename).parent != out:
+            raise
+        raise UsageError(prog, f"--out {args.out!r}: cannot write file {exc.filename!r}: "
+                               f"{exc.strerror or exc}") from None
+    for item in written:
         if item.path is None:
             print(f"skipped {_label(item.request)}: {item.skipped}", file=sys.stderr)
         else:
             print(os.fspath(item.path))
     return OK
+
+
+def _out_folder(prog: str, out: str) -> Path:
+    """``--out DIR``, made with its parents before any request renders.
+
+    Raises:
+        UsageError: ``DIR`` is a file, or cannot be made (naming the folder and why).
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(prog, f"--out {out!r} is a file: give a folder (made if missing)")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(prog, f"--out {out!r}: cannot create folder "
+                               f"{exc.filename or out!r}: {exc.strerror or exc}") from None
+    return Path(out)
 
 
 # --- diff ----------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.machinery
+import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,8 +23,9 @@ def resolve_spec(name: str) -> type:
     """A spec class from a built-in name (``"rmsnorm"``), ``"package.module:ClassName"``
     or ``"path/to/file.py:ClassName"``.
 
-    A file or a working-folder module named without ``:ClassName`` is refused with the
-    names to use (``did you mean 'saxpy.py:Saxpy'?``).
+    A file or a working-folder module named without ``:ClassName``, or a class named
+    with a dot (``mykernels.Scale``), is refused with the names to use (``did you mean
+    'saxpy.py:Saxpy'?``, ``did you mean 'mykernels:Scale'?``).
 
     Raises:
         SpecError: no such built-in, module, file or class, a module that fails to import
@@ -61,16 +65,22 @@ def names_a_spec(word: str) -> bool:
 
 def _class_hint(name: str) -> str:
     """``"; did you mean 'saxpy.py:Saxpy'?"`` for a file or working-folder module named
-    without its class, or ``""``. A file named by its path is imported (the user named it);
-    a module in the working folder is only read (:func:`declared_specs`), never run."""
+    without its class, or a class named after a dot (:func:`_colon_hint`), or ``""``. A
+    file named by its path is imported (the user named it); a module is only read
+    (:func:`declared_specs`), never run, unless it was imported already."""
     if is_file_name(name):
+        if Path(name).is_dir():
+            return "; that is a folder, not a Python file"
         if not Path(name).is_file():
             return "; there is no such file"
         module = load_module(name)
         names = [cls.__qualname__ for cls in _defined(module)
                  if cls.__module__ == module.__name__]
-    elif all(part.isidentifier() for part in name.split(".")) and in_working_folder(
-            name.partition(".")[0]):
+    elif not all(part.isidentifier() for part in name.split(".")):
+        return ""
+    elif hint := _colon_hint(name):
+        return hint
+    elif in_working_folder(name.partition(".")[0]):
         names = declared_specs(Path.cwd().joinpath(*name.split(".")))
     else:
         return ""
@@ -79,18 +89,56 @@ def _class_hint(name: str) -> str:
     return f"; did you mean {' or '.join(repr(f'{name}:{n}') for n in names)}?"
 
 
+def _colon_hint(name: str) -> str:
+    """``"; did you mean 'mykernels:Scale'?"`` where the part of ``name`` after its last
+    dot names a spec class of the module before it, or ``""``. The module is looked at
+    where :func:`~specdsl._cli.user_modules.load_module` would find it, without running
+    it: imported already (``specdsl.kernels``, whose classes are re-exported), or read."""
+    module, _, last = name.rpartition(".")
+    if not module:
+        return ""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        found = is_spec(getattr(loaded, last, None))
+    else:
+        source = _source_file(module)
+        found = source is not None and last in _declared_in(source)
+    return f"; did you mean {f'{module}:{last}'!r}?" if found else ""
+
+
+def _source_file(module: str) -> Path | None:
+    """The source file of ``module`` (``mod.py`` or ``pkg/__init__.py``) on ``sys.path``,
+    else in the working folder; ``None`` where there is none. Nothing is imported."""
+    for roots in (sys.path, [os.getcwd()]):
+        locations: list[str] = list(roots)
+        found = None
+        for part in module.split("."):
+            found = importlib.machinery.PathFinder.find_spec(part, locations)
+            if found is None:
+                break
+            locations = list(found.submodule_search_locations or [])
+        if found is not None and found.origin and found.origin.endswith(".py"):
+            return Path(found.origin)
+    return None
+
+
 def declared_specs(module: Path) -> list[str]:
     """The classes a module's source decorates with ``kernel_spec`` (``@kernel_spec(...)``,
     ``@specdsl.kernel_spec(...)``), read from ``module.py`` or ``module/__init__.py``
     without running it; ``[]`` for a file that cannot be read or parsed."""
     for path in (module.with_name(module.name + ".py"), module / "__init__.py"):
-        try:
-            tree = ast.parse(path.read_bytes(), str(path))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        return [node.name for node in tree.body if isinstance(node, ast.ClassDef)
-                and any(_names_kernel_spec(d) for d in node.decorator_list)]
+        if path.is_file():
+            return _declared_in(path)
     return []
+
+
+def _declared_in(path: Path) -> list[str]:
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return [node.name for node in tree.body if isinstance(node, ast.ClassDef)
+            and any(_names_kernel_spec(d) for d in node.decorator_list)]
 
 
 def _names_kernel_spec(node: ast.expr) -> bool:
@@ -119,7 +167,14 @@ def spec_classes(names: Iterable[str]) -> list[type]:
         if ":" in name and not (is_file_name(name) and name.endswith(".py")):
             classes = [resolve_spec(name)]
         else:
-            classes = _defined(load_module(name))
+            try:
+                module = load_module(name)
+            except SpecError as exc:  # mykernels.Scale: did you mean 'mykernels:Scale'?
+                hint = "" if is_file_name(name) else _colon_hint(name)
+                if not hint:
+                    raise
+                raise SpecError(f"{exc}{hint}") from None
+            classes = _defined(module)
             if not classes:
                 raise SpecError(f"module {name!r} defines no @kernel_spec classes")
         found.extend(c for c in classes if c not in found)

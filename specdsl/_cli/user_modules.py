@@ -38,12 +38,12 @@ def load_module(name: str) -> types.ModuleType:
     working folder or a file runs, its folder is searched, last, for its own imports.
 
     Raises:
-        SpecError: no such module or file; a name that is no module name (``""``,
-            ``".mod"``, ``"pkg..mod"``); a file whose stem names another module already
-            imported (a ``json.py`` never replaces the standard library's ``json``); or
-            any exception the module raises while it runs (a syntax error, a failing
-            import, an error at class definition): one line naming the module, the
-            error and where it was raised.
+        SpecError: no such module or file; a folder named as a file; a name that is no
+            module name (``""``, ``".mod"``, ``"pkg..mod"``); a file whose stem names
+            another module already imported (a ``json.py`` never replaces the standard
+            library's ``json``); or any exception the module raises while it runs (a
+            syntax error, a failing import, an error at class definition): one line
+            naming the module, the error and where it was raised.
     """
     if is_file_name(name):
         return _load_file(name)
@@ -70,6 +70,9 @@ def load_module(name: str) -> types.ModuleType:
 
 def _load_file(name: str) -> types.ModuleType:
     path = Path(name)
+    if path.is_dir():
+        raise SpecError(f"cannot import {name!r}: that is a folder, not a Python file (name "
+                        "a file such as path/file.py, or a package by its module name)")
     if not path.is_file():
         raise SpecError(f"cannot import {name!r}: no such file")
     resolved = path.resolve()

@@ -17,6 +17,7 @@ import jinja2
 from .._templating.environment import (
     CONTEXT_NAMES,
     TemplateFacts,
+    TemplateUnreadable,
     template_facts,
     template_loader,
     template_place,
@@ -36,10 +37,11 @@ def read_facts(owner: str, env: jinja2.Environment, template: str) -> TemplateFa
     """The facts of ``template`` (:func:`~specdsl._templating.environment.template_facts`).
 
     Raises:
-        SpecDefinitionError: the template, or one it reaches, is missing, does not parse
-            or uses a filter or test that does not exist; the message names the file and
-            line (an included file's as a render error does: ``template 'main.ptx.j2'
-            ('inc.ptx.j2' line 2, reached from it)``).
+        SpecDefinitionError: the template, or one it reaches, is missing, cannot be read
+            (it or its folder: permission denied), does not parse or uses a filter or test
+            that does not exist; the message names the file and line (an included file's
+            as a render error does: ``template 'main.ptx.j2' ('inc.ptx.j2' line 2, reached
+            from it)``).
     """
     try:
         return template_facts(env, template)
@@ -47,6 +49,8 @@ def read_facts(owner: str, env: jinja2.Environment, template: str) -> TemplateFa
         raise SpecDefinitionError(
             f"{owner}: template {exc.name!r} not found (searched: "
             f"{', '.join(template_loader(env).searchpath)})") from None
+    except TemplateUnreadable as exc:
+        raise SpecDefinitionError(f"{owner}: {exc}") from None
     except jinja2.TemplateSyntaxError as exc:
         hint = ""
         if "unknown tag" in (exc.message or ""):

@@ -4,11 +4,13 @@ One ``Environment`` per template search path (the built-in ``templates/`` alone,
 or a spec's ``template_dir`` before it), built once and never mutated after.
 Each template file is read once per process and pinned (``auto_reload=False``,
 unbounded cache, a loader that keeps the text), so the source a derived key
-digests is exactly the source that renders.
+digests is exactly the source that renders. A template or folder that cannot be
+read is a :class:`TemplateUnreadable`, never "not found".
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -27,7 +29,8 @@ from . import cache as templatecache
 from . import immediates
 from .immediates import is_ptx_text
 
-__all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateFacts",
+__all__ = ["builtin_template_dir", "environment", "template_loader", "TemplateUnreadable",
+           "TemplateFacts",
            "template_facts", "template_path", "template_location", "template_place",
            "declared_entries",
            "CONTEXT_NAMES"]
@@ -95,11 +98,39 @@ def _int_filter(ptx_type: str) -> Callable[[Any], str]:
     return lambda value: immediates.integer(value, ptx_type)
 
 
+class _Template(jinja2.Template):
+    """A Template whose render lets a refused immediate name its baked field
+    (:func:`specdsl._templating.immediates.rendering`)."""
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        with immediates.rendering(dict(*args, **kwargs)):
+            return super().render(*args, **kwargs)
+
+
+class TemplateUnreadable(jinja2.TemplateError):
+    """A template file, or a folder of the search path, that exists but cannot be read.
+
+    Attributes:
+        name: the template; ``path``: the file or folder; ``reason``: ``permission denied``.
+    """
+
+    def __init__(self, name: str, path: str, reason: str, folder: bool = False) -> None:
+        self.name, self.path, self.reason = name, path, reason
+        super().__init__(f"cannot read template {name!r} ({'folder' if folder else 'file'} "
+                         f"{path!r}): {reason}")
+
+
+_DENIED = (errno.EACCES, errno.EPERM)
+
+
 class _PinnedLoader(jinja2.FileSystemLoader):
     """A FileSystemLoader that reads each template once per process and keeps that text.
 
     The source a derived key digests is then always the source that renders, even if
     the file is edited while the process runs (the edit is seen by the next process).
+    A file or folder that cannot be read is a :class:`TemplateUnreadable`: Jinja's loader
+    raises a bare ``PermissionError`` for the one and skips the other (the template is
+    then "not found", or found in a later folder, silently).
     """
 
     def __init__(self, searchpath: list[str]) -> None:
@@ -112,9 +143,32 @@ class _PinnedLoader(jinja2.FileSystemLoader):
         with self._lock:
             pinned = self._pinned.get(template)
             if pinned is None:
-                source, filename, _ = super().get_source(environment, template)
+                self._check_folders(template)
+                try:
+                    source, filename, _ = super().get_source(environment, template)
+                except jinja2.TemplateNotFound:  # an OSError too
+                    raise
+                except OSError as exc:
+                    reason = "permission denied" if exc.errno in _DENIED else exc.strerror
+                    raise TemplateUnreadable(template, str(exc.filename), str(reason)) from None
                 pinned = self._pinned[template] = (source, filename)
         return pinned[0], pinned[1], lambda: True
+
+    def _check_folders(self, template: str) -> None:
+        """Refuse a folder that cannot be searched, up to the one that holds ``template``."""
+        pieces = jinja2.loaders.split_template_path(template)
+        for folder in self.searchpath:
+            for piece in pieces:
+                try:
+                    os.stat(os.path.join(folder, piece))
+                except OSError as exc:
+                    if exc.errno in _DENIED:
+                        raise TemplateUnreadable(template, folder, "permission denied",
+                                                 folder=True) from None
+                    break
+                folder = os.path.join(folder, piece)
+            else:
+                return  # found here
 
 
 def template_loader(env: jinja2.Environment) -> jinja2.FileSystemLoader:
@@ -135,7 +189,9 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
 
     Filters: ``f32``, ``f64`` (exact ``0f``/``0d`` immediates), ``f16``, ``bf16``
     (``0xXXXX`` bit patterns), ``u32``, ``s32``, ``u64``, ``s64`` (range-checked
-    decimals). Globals: ``require(condition, message)`` raises :class:`RenderError`;
+    decimals); a float filter's refusal names the baked field holding the value
+    (:func:`~specdsl._templating.immediates.naming_field`). Globals:
+    ``require(condition, message)`` raises :class:`RenderError`;
     ``require_target(condition, message)`` raises :class:`UnsupportedTargetError`.
     Printing a raw float or bool is a :class:`RenderError`, and so is printing text that
     holds a character other than printable ASCII, tab and newline, or an object whose
@@ -154,8 +210,10 @@ def environment(search_path: tuple[str, ...] = ()) -> jinja2.Environment:
         finalize=_finalize,
         bytecode_cache=templatecache.bytecode_cache(),  # verified, or None when off
     )
+    env.template_class = _Template  # before any template loads
     env.filters.update(
-        f32=immediates.f32, f64=immediates.f64, f16=immediates.f16, bf16=immediates.bf16,
+        **{name: immediates.naming_field(getattr(immediates, name))
+           for name in ("f32", "f64", "f16", "bf16")},
         **{name: _int_filter(name) for name in ("u32", "s32", "u64", "s64")},
     )
     env.globals["require"] = _require
