@@ -5,6 +5,7 @@ file, and verify's usage line (docs/cli.md)."""
 
 from __future__ import annotations
 
+import builtins
 import errno
 import importlib
 import itertools
@@ -80,19 +81,60 @@ def error_of(capsys, *argv: str) -> str:
     return assert_one_error_line(err)
 
 
-@pytest.fixture
-def permissions_enforced(tmp_path):
-    """Skip where file modes are not enforced: root (without dropped capabilities)."""
-    probe = tmp_path / "probe"
+def _modes_enforced(folder: Path) -> bool:
+    """Whether file modes refuse this process (not for root, which ignores them)."""
+    probe = folder / "probe"
     probe.write_text("")
     probe.chmod(0)
     try:
         probe.read_text()
     except PermissionError:
-        return
+        return True
     finally:
         probe.chmod(0o600)
-    pytest.skip("file permissions are not enforced here (running as root)")
+    return False
+
+
+@pytest.fixture
+def deny(tmp_path, monkeypatch):
+    """``deny(path, mode)``: reading ``path``, or anything beneath it, is refused with a
+    PermissionError, as ``chmod mode`` makes it for a user other than root. Where modes
+    are not enforced (root), ``open`` and ``os.stat`` are patched to refuse those paths
+    the same way, so these tests run in CI too."""
+    enforced, denied = _modes_enforced(tmp_path), []
+
+    def refused(name: object, beneath_only: bool) -> bool:
+        if not isinstance(name, (str, os.PathLike)):
+            return False
+        path = Path(os.fspath(name)).absolute()
+        return any(d in path.parents or (path == d and not beneath_only) for d in denied)
+
+    def error(name: object) -> PermissionError:
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(name))
+
+    real_open, real_stat = builtins.open, os.stat
+
+    def patched_open(file, *args, **kwargs):
+        if refused(file, beneath_only=False):
+            raise error(file)
+        return real_open(file, *args, **kwargs)
+
+    def patched_stat(path, *args, **kwargs):
+        if refused(path, beneath_only=True):  # a folder without search permission
+            raise error(path)
+        return real_stat(path, *args, **kwargs)
+
+    def deny_path(path: Path, mode: int) -> None:
+        denied.append(path.absolute())
+        if enforced:
+            path.chmod(mode)
+        elif len(denied) == 1:
+            monkeypatch.setattr(builtins, "open", patched_open)
+            monkeypatch.setattr(os, "stat", patched_stat)
+
+    yield deny_path
+    for path in denied:
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 # --- 1: a class named after a dot ------------------------------------------------------------
@@ -161,16 +203,20 @@ def test_out_under_a_file_names_out_and_the_folder(capsys, tmp_path):
         f"{os.strerror(errno.ENOTDIR)}")
 
 
-def test_out_in_a_read_only_folder_names_out_and_the_file(capsys, tmp_path,
-                                                          permissions_enforced):
+def test_out_is_made_only_for_requests_understood(capsys, tmp_path):
+    """An unknown spec is refused before --out is made: no folder is left behind."""
+    out = tmp_path / "x" / "deep"
+    assert error_of(capsys, "render", "nosuch", "--out", str(out)).startswith(
+        "specdsl render: error: unknown spec 'nosuch'")
+    assert not (tmp_path / "x").exists()
+
+
+def test_out_in_a_read_only_folder_names_out_and_the_file(capsys, tmp_path, deny):
     """A read-only --out folder is one line naming --out, the file and why; exit 2."""
     folder = tmp_path / "ro"
     folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        line = error_of(capsys, "render", "vectoradd", "--out", str(folder))
-    finally:
-        folder.chmod(0o755)
+    deny(folder, 0o555)
+    line = error_of(capsys, "render", "vectoradd", "--out", str(folder))
     assert re.fullmatch(rf"specdsl render: error: --out {re.escape(repr(str(folder)))}: "
                         rf"cannot write file '{re.escape(str(folder))}/vectoradd-dtype_f32-"
                         r"[0-9a-f]+\.ptx': Permission denied", line), line
@@ -189,28 +235,22 @@ def _define(folder: Path) -> type:
     return Unreadable
 
 
-def test_unreadable_template_folder_is_a_definition_error(tmp_path, permissions_enforced):
+def test_unreadable_template_folder_is_a_definition_error(tmp_path, deny):
     """A template folder that cannot be searched is named, not 'template not found'."""
     tpl = _templates(tmp_path)
-    tpl.chmod(0)
-    try:
-        with pytest.raises(SpecDefinitionError) as caught:
-            _define(tpl)
-    finally:
-        tpl.chmod(0o755)
+    deny(tpl, 0)
+    with pytest.raises(SpecDefinitionError) as caught:
+        _define(tpl)
     assert str(caught.value) == (f"{OWNER}: cannot read template 'scale.ptx.j2' (folder "
                                  f"{str(tpl)!r}): permission denied")
 
 
-def test_unreadable_template_file_is_a_definition_error(tmp_path, permissions_enforced):
+def test_unreadable_template_file_is_a_definition_error(tmp_path, deny):
     """A template file that cannot be read is a SpecDefinitionError, not a PermissionError."""
     tpl = _templates(tmp_path)
-    (tpl / "scale.ptx.j2").chmod(0)
-    try:
-        with pytest.raises(SpecDefinitionError) as caught:
-            _define(tpl)
-    finally:
-        (tpl / "scale.ptx.j2").chmod(0o644)
+    deny(tpl / "scale.ptx.j2", 0)
+    with pytest.raises(SpecDefinitionError) as caught:
+        _define(tpl)
     assert str(caught.value) == (f"{OWNER}: cannot read template 'scale.ptx.j2' (file "
                                  f"{str(tpl / 'scale.ptx.j2')!r}): permission denied")
 

@@ -102,8 +102,10 @@ def command_render(args: argparse.Namespace) -> int:
         sys.stdout.write(render(parse_request(resolve_spec(args.request[0]), args.request[1:]),
                                 args.target))
         return OK
-    out = _out_folder(prog, args.out)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(prog, f"--out {args.out!r} is a file: give a folder (made if missing)")
     requests = collect_requests(args.request, variants=args.variants, target=args.target)
+    out = _out_folder(prog, args.out)  # made only once every request is understood
     try:
         written = write_renders(requests, args.target, out)
     except OSError as exc:
@@ -123,10 +125,8 @@ def _out_folder(prog: str, out: str) -> Path:
     """``--out DIR``, made with its parents before any request renders.
 
     Raises:
-        UsageError: ``DIR`` is a file, or cannot be made (naming the folder and why).
+        UsageError: ``DIR`` cannot be made (naming the folder and why).
     """
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(prog, f"--out {out!r} is a file: give a folder (made if missing)")
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
