@@ -68,18 +68,27 @@ def test_packed_rows_take_4_vectors_a_thread_at_3_ctas():
         ((f32 if dtype == "f32" else plain)[hidden], None))
         for hidden, dtype, fused in found}
     assert [RMSNorm(hidden=hidden).block for hidden in (10241, 10244)] == [448, 448]
-    # the CTA count goes with the default block only
+    # the CTA count goes with the packed block, given or defaulted: the same request
+    assert RMSNorm(hidden=10752, block=352) == RMSNorm(hidden=10752)
+    assert RMSNorm(hidden=10752, block=352).min_ctas_per_sm == 3
     assert RMSNorm(hidden=10240, block=448).min_ctas_per_sm is None
+    assert RMSNorm(hidden=10240, block=320, fused_residual=True).min_ctas_per_sm is None
     assert RMSNorm(hidden=10240, block=320, min_ctas_per_sm=4).min_ctas_per_sm == 4
     assert ".minnctapersm 3" in render(RMSNorm(hidden=12288))
     assert [hidden for hidden in range(8, 40000, 8)
             if packed_row_block(hidden, DType.BF16)] == list(range(9992, 12289, 8))
 
 
-@pytest.mark.parametrize("hidden,dtype", [(9992, "bf16"), (11776, "f16"), (12288, "bf16")])
+#: Every 8th packed width, both ends included (37 of the 288), bf16 and f16 alternately.
+PACKED_SAMPLE = [(hidden, ("bf16", "f16")[i % 2])
+                 for i, hidden in enumerate((*range(9992, 12288, 64), 12288))]
+
+
+@pytest.mark.parametrize("hidden,dtype", PACKED_SAMPLE)
 def test_packed_rows_do_not_spill(hidden, dtype):
     """The packed rows' blocks fit the registers 3 CTAs an SM leave (64 at 320 threads, 56 at
-    352 and 384), sweeps whole or guarded."""
+    352 and 384), sweeps whole or guarded (all 576 compiled without spills when the rule
+    was made; this samples them)."""
     assert_no_spills(assemble(RMSNorm(hidden=hidden, dtype=dtype)))
 
 

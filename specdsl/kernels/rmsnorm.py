@@ -44,7 +44,7 @@ ROWS_PER_CTA = 1
 #: (:func:`~specdsl.kernels._rows.row_block`) gives this many threads or more at 3 vectors
 #: a thread (hidden 9992 to 12288: 448 to 512 threads, ``.minnctapersm`` 2) take the fewest
 #: warps that hold them at :data:`PACKED_ROW_VECTORS`, with :data:`PACKED_ROW_CTAS` CTAs an SM
-#: (288 to 384 threads). Rows given 384 or 416 threads at 3 (9216, 9728) ran level either
+#: (320 to 384 threads). Rows given 384 or 416 threads at 3 (9216, 9728) ran level either
 #: way, so they keep theirs, as do rows at 2 (8192: 512 threads).
 PACKED_ROW_THREADS = 448
 #: 16-byte vectors a thread of a packed row's default block (ptxas for sm_90: 56 to 64
@@ -92,7 +92,7 @@ def default_block(hidden: int, dtype: DType, window: bool = True,
     16384 rows, bf16, docs/kernels/rmsnorm.md "Packed rows"): hidden 10240, 164.0 us on 320
     threads x 3 CTAs against 179.5 on 448 (88.3% of the copy rate to 96.7%); 12288, 198.8
     against 204.9. With the residual, which moves twice the bytes a row, the same blocks
-    ran 0.4 to 1.2% slower, so those rows keep theirs.
+    ran 0.6 to 1.4% slower, so those rows keep theirs.
     """
     packed = None if fused_residual else packed_row_block(hidden, dtype)
     if packed is not None:
@@ -105,7 +105,7 @@ def packed_row_block(hidden: int, dtype: DType) -> int | None:
     """The block of an f16/bf16 row of ``hidden`` elements in 16-byte vectors that
     :func:`~specdsl.kernels._rows.row_block` gives :data:`PACKED_ROW_THREADS` threads or more
     at 3 vectors a thread: the fewest warps that hold it at
-    :data:`PACKED_ROW_VECTORS` (hidden 9992 to 12288: 288 to 384 threads). None for other
+    :data:`PACKED_ROW_VECTORS` (hidden 9992 to 12288: 320 to 384 threads). None for other
     rows (f32, narrower vectors, or any other length); rows in a window spilled 12 bytes
     on such blocks (10241 on 352 threads), so they are not packed rows either."""
     lanes = vector_elements(hidden, dtype)
@@ -120,8 +120,9 @@ def packed_row_block(hidden: int, dtype: DType) -> int | None:
 
 def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool) -> int | None:
     """CTAs an SM must hold (``.minnctapersm``, the ``min_ctas_per_sm`` default):
-    :data:`PACKED_ROW_CTAS` for a packed row (:func:`packed_row_block`) on its default block
-    without the residual, else None (``1024 // block``, which is 2 for 352 and 384 threads:
+    :data:`PACKED_ROW_CTAS` for a packed row (:func:`packed_row_block`) on the packed
+    block, given or defaulted (so that naming the default block gives the default
+    request), without the residual; else None (``1024 // block``, which is 2 for 352 and 384 threads:
     the rule's blocks were measured at 3)."""
     if fused_residual or packed_row_block(hidden, dtype) != block:
         return None
@@ -231,7 +232,7 @@ class RMSNorm:
             ISA "Performance-Tuning Directives"): ptxas then keeps to
             :func:`~specdsl.kernels._rows.register_cap` registers a thread (the PTX comment
             says how many); None: ``1024 // block``. The default is None, or
-            :data:`PACKED_ROW_CTAS` for a packed row on its default block
+            :data:`PACKED_ROW_CTAS` for a packed row on the packed block
             (:func:`default_min_ctas`).
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
