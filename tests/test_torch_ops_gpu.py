@@ -498,6 +498,7 @@ def test_fast_path_matches_the_op(name):
 # corruption" once pytest has passed; docs/torch.md, "Known issues"). The suite's process
 # never starts the profiler, so its exit status stays its tests' own.
 _PROFILED_CALLS = """
+import os
 import torch
 import specdsl.torch as sd
 generator = torch.Generator(device="cuda").manual_seed(0)
@@ -508,7 +509,9 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as
     sd.rms_norm(x, weight, 1e-6)
     torch.ops.specdsl.rms_norm.default(x, weight, 1e-6)
 names = [event.name for event in profile.events()]
-print(names.count("specdsl::rms_norm"), len(names))
+print(names.count("specdsl::rms_norm"), len(names), flush=True)
+torch.cuda.synchronize()
+os._exit(0)  # no exit handlers: Kineto's teardown may abort (docs/torch.md, Known issues)
 """
 
 
