@@ -105,14 +105,10 @@ def command_render(args: argparse.Namespace) -> int:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(prog, f"--out {args.out!r} is a file: give a folder (made if missing)")
     requests = collect_requests(args.request, variants=args.variants, target=args.target)
-    out = _out_folder(prog, args.out)  # made only once every request is understood
-    try:
-        written = write_renders(requests, args.target, out)
+    try:  # the folder is made only now, once every request is understood
+        written = write_renders(requests, args.target, Path(args.out))
     except OSError as exc:
-        if exc.filename is None or Path(exc.filename).parent != out:
-            raise
-        raise UsageError(prog, f"--out {args.out!r}: cannot write file {exc.filename!r}: "
-                               f"{exc.strerror or exc}") from None
+        raise _out_error(prog, args.out, exc) from None
     for item in written:
         if item.path is None:
             print(f"skipped {_label(item.request)}: {item.skipped}", file=sys.stderr)
@@ -121,18 +117,21 @@ def command_render(args: argparse.Namespace) -> int:
     return OK
 
 
-def _out_folder(prog: str, out: str) -> Path:
-    """``--out DIR``, made with its parents before any request renders.
-
-    Raises:
-        UsageError: ``DIR`` cannot be made (naming the folder and why).
-    """
-    try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(prog, f"--out {out!r}: cannot create folder "
-                               f"{exc.filename or out!r}: {exc.strerror or exc}") from None
-    return Path(out)
+def _out_error(prog: str, out: str, exc: OSError) -> Exception:
+    """The error to raise for ``exc`` from writing the renders into ``--out DIR``: a
+    UsageError naming ``--out``, the folder it could not make or the file it could not
+    write, and why; ``exc`` itself where it concerns neither."""
+    if exc.filename is None:
+        return exc
+    path, folder = Path(exc.filename), Path(out)
+    if path == folder or path in folder.parents:
+        what = "create folder"
+    elif path.parent == folder:
+        what = "write file"
+    else:
+        return exc
+    return UsageError(prog, f"--out {out!r}: cannot {what} {exc.filename!r}: "
+                            f"{exc.strerror or exc}")
 
 
 # --- diff ----------------------------------------------------------------------------------
