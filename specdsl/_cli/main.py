@@ -65,17 +65,16 @@ class _Parser(argparse.ArgumentParser):
     A missing sub-command (``specdsl``, ``specdsl cache``) lists the choices."""
 
     def error(self, message: str) -> Any:  # argparse's hook: print usage, exit 2
-        for action in self._actions:
-            if action.nargs == argparse.PARSER and action.choices and message.endswith(
-                    f"required: {action.metavar}"):
-                message += f" ({', '.join(action.choices)})"
+        sub = _subcommands(self)
+        if sub is not None and message.endswith(f"required: {sub.metavar}"):
+            message += f" ({', '.join(sub.choices)})"
         raise UsageError(self.prog, message)
 
 
-def _commands(parser: argparse.ArgumentParser) -> str:
-    """The sub-commands of ``parser``, comma-separated."""
-    return ", ".join(next(a.choices for a in parser._actions
-                          if a.nargs == argparse.PARSER and a.choices))
+def _subcommands(parser: argparse.ArgumentParser) -> Any:
+    """The action of ``parser``'s sub-commands (``choices``: their names), or None."""
+    return next((action for action in parser._actions
+                 if action.nargs == argparse.PARSER and action.choices), None)
 
 
 class _DeprecatedGrid(argparse.Action):
@@ -243,7 +242,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         unknown = [word for word in argv if word.startswith("-") and word != "--"]
         if verb_at is None and unknown:
             raise UsageError(parser.prog, f"unrecognized arguments: {' '.join(unknown)} (and "
-                                          f"no COMMAND: give one of {_commands(parser)})") from None
+                                          f"no COMMAND: give one of "
+                                          f"{', '.join(_subcommands(parser).choices)})") from None
         raise
     unknown = [word for word in extras if word.startswith("-") and word != B_WORDS]
     verb_parser = getattr(args, "verb_parser", parser)
