@@ -155,10 +155,9 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
 
     unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode, dtype),  # noqa: E731
                                tokens, hidden, mode, returns_sum=fused)
-    named = {"dtype": dtype, **fields} if dtype != "bf16" else fields
     return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens,
-                     series=f"hidden={hidden} {mode}{fields_label(named)}",
+                     series=f"hidden={hidden} {mode}{fields_label(fields, dtype)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,

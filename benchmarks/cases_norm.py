@@ -69,9 +69,8 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, dtype: str = "bf
             return torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
         torch_args = lambda inputs: inputs[:2]  # noqa: E731
         liger = lambda: liger_peers.rms_norm(EPS)  # noqa: E731
-    named = {"dtype": dtype, **fields} if dtype != "bf16" else fields
     return BenchCase(kernel="RMSNorm+residual" if fused else "RMSNorm", tokens=tokens,
-                     series=f"hidden={hidden}{fields_label(named)}",
+                     series=f"hidden={hidden}{fields_label(fields, dtype)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args,
                      expected=expected, peers={"liger": liger},

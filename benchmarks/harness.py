@@ -138,9 +138,11 @@ class Launcher:
                              stream=self.torch.cuda.current_stream())
 
 
-def fields_label(fields: dict) -> str:
-    """A case's non-default fields as the text after its shape: ``" block=128 unroll=1"``."""
-    return "".join(f" {k}={v}" for k, v in fields.items())
+def fields_label(fields: dict, dtype: str = "bf16") -> str:
+    """A case's non-default fields as the text after its shape: ``" block=128 unroll=1"``;
+    a ``dtype`` other than the cases' bf16 first (``" dtype=f16 block=384"``)."""
+    named = {"dtype": dtype, **fields} if dtype != "bf16" else fields
+    return "".join(f" {k}={v}" for k, v in named.items())
 
 
 def torch_dtype(torch: Any, name: str) -> Any:
