@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from functools import partial
 
+import attrs
 import numpy as np
 import pytest
 
 from golden import check_golden
 from ptxcheck import assemble, assert_lines_demoted, assert_no_spills
 from ptxsim import row_coverage
-from specdsl import SpecError, render
+from specdsl import SpecError, UnsupportedTargetError, render
 from specdsl._cli.main import main
 from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
@@ -456,7 +457,16 @@ TUNED = [(hidden, dtype, fused, dict(fields, **({"block": 1024} if hidden == 409
     (4096, "bf16", True, dict(rows_per_cta=2, min_ctas_per_sm=5)),
     (8192, "bf16", True, dict(min_ctas_per_sm=3)),
     (1024, "bf16", False, dict(rows_per_cta=4, block=128)),
-    (2048, "f32", True, dict(rows_per_cta=4, block=512))]
+    (2048, "f32", True, dict(rows_per_cta=4, block=512))] + [
+    # x (and residual) kept in L2 (l2_evict_last), with the CTAs an SM cache_hints.py times
+    (hidden, dtype, fused, dict(l2_evict_last=True, **fields))
+    for hidden, dtype, fused, fields in (
+        (4096, "bf16", False, {}), (4096, "bf16", False, dict(min_ctas_per_sm=8)),
+        (8192, "bf16", False, dict(min_ctas_per_sm=4)), (10240, "bf16", False, dict(min_ctas_per_sm=4)),
+        (12288, "bf16", False, {}), (2880, "f16", False, {}), (4096, "f32", False, {}),
+        (4096, "bf16", True, {}), (4096, "bf16", True, dict(min_ctas_per_sm=6)),
+        (8192, "bf16", True, dict(min_ctas_per_sm=3)), (2880, "f16", True, {}),
+        (4096, "bf16", False, dict(rows_per_cta=2)))]
 
 
 @pytest.mark.parametrize("hidden,dtype,fused,fields", TUNED)
@@ -538,6 +548,52 @@ def test_other_rows_load_without_a_policy(spec, target):
     assert "st.global.L1::no_allocate" not in ptx and "ld.global.L1::no_allocate" not in ptx
 
 
+_POLICY_LINES = re.compile(r"^.*(createpolicy\.fractional\.L2::evict_last|\.reg \.b64   %keep;).*\n",
+                           re.M)
+
+
+@pytest.mark.parametrize("spec", [
+    RMSNorm(hidden=4096, l2_evict_last=True), RMSNorm(hidden=8192, l2_evict_last=True),
+    RMSNorm(hidden=12288, l2_evict_last=True), RMSNorm(hidden=2880, dtype="f16", l2_evict_last=True),
+    RMSNorm(hidden=4096, dtype="f32", l2_evict_last=True, min_ctas_per_sm=4),
+    RMSNorm(hidden=4096, rows_per_cta=2, l2_evict_last=True)], ids=repr)
+def test_l2_evict_last_keeps_x_and_changes_nothing_else(spec):
+    """l2_evict_last: every load of x carries the evict_last policy, created once before the
+    first load and never lifted (no applypriority); without the policy's lines and hints the
+    PTX is the same request's without the field, load for load."""
+    ptx = render(spec)
+    loads = _KEPT_LOAD.findall(ptx)
+    assert len(loads) == spec.vectors_per_thread * spec.rows_per_cta
+    assert {base for _, base, _ in loads} == {"%rd4"}
+    assert "applypriority" not in ptx and ptx.count("createpolicy") == 1
+    assert ptx.index("createpolicy") < ptx.index("], %keep;")
+    assert "// never demoted (l2_evict_last)" in ptx
+    plain = _POLICY_LINES.sub("", ptx).replace(".L2::cache_hint", "").replace("], %keep;", "];")
+    assert plain == render(attrs.evolve(spec, l2_evict_last=False))
+
+
+@pytest.mark.parametrize("spec", [
+    RMSNorm(hidden=4096, fused_residual=True, l2_evict_last=True),
+    RMSNorm(hidden=8192, dtype="f16", fused_residual=True, l2_evict_last=True),
+    RMSNorm(hidden=16384, fused_residual=True, l2_evict_last=True)], ids=repr)
+def test_l2_evict_last_residual_rows_are_not_demoted(spec):
+    """With the residual, x and residual load under the policy as by default, but no line is
+    demoted after the sum of squares (the default demotes each one)."""
+    ptx = render(spec)
+    loads = _KEPT_LOAD.findall(ptx)
+    assert len(loads) == 2 * spec.vectors_per_thread
+    assert {base for _, base, _ in loads} == {"%rd4", "%rd7"}
+    assert "applypriority" not in ptx and "%pline" not in ptx
+    assert render(attrs.evolve(spec, l2_evict_last=False)).count("applypriority.global") == len(loads)
+
+
+def test_l2_evict_last_needs_sm_80():
+    """Before sm_80 there is no createpolicy: the request names the field and the target."""
+    with pytest.raises(UnsupportedTargetError,
+                       match="l2_evict_last uses createpolicy and .L2::cache_hint: sm_80 or newer"):
+        render(RMSNorm(hidden=4096, dtype="f32", l2_evict_last=True), "sm_75")
+
+
 def test_tuning_directives():
     """min_ctas_per_sm is the .minnctapersm directive; streaming_stores stores with .cs."""
     assert ".minnctapersm 6     // 1536 threads an SM: ptxas keeps to 40 registers" in render(
@@ -575,6 +631,15 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(hidden, dtype, fused, 
     (dict(hidden=4096, min_ctas_per_sm=9), "RMSNorm.min_ctas_per_sm = 9 is invalid: expected "
                                            "None or 1 to 8 CTAs of 256 threads an SM"),
     (dict(hidden=4096, min_ctas_per_sm=0), "RMSNorm.min_ctas_per_sm = 0 is invalid"),
+    (dict(hidden=131072, l2_evict_last=True),
+     "RMSNorm.l2_evict_last = True is invalid: expected False: a row of 131072 bf16 on 1024 "
+     "threads takes 2 chunks, whose pass 1 loads x under evict_last already"),
+    (dict(hidden=4097, l2_evict_last=True),
+     "RMSNorm.l2_evict_last = True is invalid: expected False: hidden 4097 bf16 moves in a "
+     "window of 16-byte vectors; the policy applies to rows of whole 16-byte vectors"),
+    (dict(hidden=4100, l2_evict_last=True),
+     "RMSNorm.l2_evict_last = True is invalid: expected False: hidden 4100 bf16 moves in "
+     "8-byte vectors"),
 ])
 def test_tuning_fields_refused(fields, message):
     """Tuning values the kernel cannot take are refused, naming the field and the limit."""
@@ -583,7 +648,8 @@ def test_tuning_fields_refused(fields, message):
 
 
 GPU_TUNED = [(h, dt, fused, fields) for h, dt, fused, fields in TUNED
-             if h in (4096, 2880, 4097) or fields.get("rows_per_cta", 1) == 4]
+             if h in (4096, 2880, 4097) or fields.get("rows_per_cta", 1) == 4
+             or fields.get("l2_evict_last")]
 
 
 @pytest.mark.gpu

@@ -420,6 +420,40 @@ def test_wide_rows_in_registers_keep_their_lines_until_read(spec):
     assert_no_spills(assemble(spec))
 
 
+_POLICY_LINES = re.compile(r"^.*(createpolicy\.fractional\.L2::evict_last|\.reg \.b64   %keep;).*\n",
+                           re.M)
+
+
+@pytest.mark.parametrize("spec", [Softmax(cols=4096, l2_evict_last=True),
+                                  Softmax(cols=8192, l2_evict_last=True),
+                                  Softmax(cols=2880, dtype="f16", scale=-0.5, l2_evict_last=True),
+                                  Softmax(cols=4096, rows_per_cta=2, l2_evict_last=True)], ids=repr)
+def test_l2_evict_last_keeps_x_and_changes_nothing_else(spec):
+    """l2_evict_last on rows the built-in loads plainly: every load of x carries the
+    evict_last policy, created once and never lifted; without the policy's lines and hints
+    the PTX is the same request's without the field."""
+    ptx = render(spec)
+    loads = _KEPT_LOAD.findall(ptx)
+    assert len(loads) == -(-spec.cols // spec.vector // spec.block) * spec.rows_per_cta
+    assert "applypriority" not in ptx and ptx.count("createpolicy") == 1
+    assert "// never demoted (l2_evict_last)" in ptx
+    plain = (_POLICY_LINES.sub("", ptx).replace(".L1::no_allocate.L2::cache_hint", "")
+             .replace("], %keep;", "];"))
+    assert plain == render(Softmax(cols=spec.cols, dtype=spec.dtype, scale=spec.scale,
+                                   rows_per_cta=spec.rows_per_cta))
+
+
+@pytest.mark.parametrize("cols", [12288, 16384, 32768])
+def test_l2_evict_last_wide_rows_are_not_demoted(cols):
+    """On the wide rows the built-in demotes once read, l2_evict_last loads the same way and
+    demotes nothing."""
+    spec = Softmax(cols=cols, l2_evict_last=True)
+    ptx = render(spec)
+    assert len(_KEPT_LOAD.findall(ptx)) == -(-spec.cols // spec.vector // spec.block)
+    assert "applypriority" not in ptx and "%pline" not in ptx
+    assert render(Softmax(cols=cols)).count("applypriority.global") == len(_KEPT_LOAD.findall(ptx))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("cols,dtype,offset", [(16384, "bf16", 8), (12552, "bf16", 24),
                                                (8192, "f32", 4)])
@@ -576,7 +610,13 @@ TUNED = [(cols, dtype, scale, fields)
          for fields in (dict(rows_per_cta=2), dict(min_ctas_per_sm=6))] + [
     (4096, "bf16", 1.0, dict(rows_per_cta=4)), (4096, "bf16", 1.0, dict(min_ctas_per_sm=8)),
     (4097, "bf16", 1.0, dict(rows_per_cta=2, block=512)), (4096, "bf16", 1.0, dict(block=128)),
-    (4096, "bf16", 1.0, dict(block=512))]
+    (4096, "bf16", 1.0, dict(block=512))] + [
+    # x kept in L2 (l2_evict_last): plain rows, wide rows (demoted by default), 2 rows a CTA
+    (cols, dtype, scale, dict(l2_evict_last=True, **fields))
+    for cols, dtype, scale, fields in (
+        (4096, "bf16", 1.0, {}), (8192, "bf16", -0.5, {}), (16384, "bf16", 1.0, {}),
+        (2880, "f16", 1.0, {}), (8192, "f32", 1.0, {}), (32768, "bf16", 1.0, {}),
+        (4096, "bf16", 1.0, dict(rows_per_cta=2)))]
 
 
 @pytest.mark.parametrize("cols,dtype,scale,fields", TUNED)
@@ -621,6 +661,14 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(cols, dtype, block, ro
                                                 "1 with split > 1"),
     (dict(cols=4096, min_ctas_per_sm=9), "Softmax.min_ctas_per_sm = 9 is invalid: expected None "
                                          "or 1 to 8 CTAs of 256 threads an SM"),
+    (dict(cols=131072, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
+     "False: a row of 131072 bf16 on 1024 threads takes 2 chunks, whose pass 1 loads x"),
+    (dict(cols=32768, split=8, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: "
+     "expected False: a row of 32768 bf16 is split over 8 CTAs"),
+    (dict(cols=4097, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
+     "False: cols 4097 bf16 moves in a window of 16-byte vectors"),
+    (dict(cols=4100, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
+     "False: cols 4100 bf16 moves in 8-byte vectors"),
 ])
 def test_tuning_fields_refused(fields, message):
     """Tuning values the kernel cannot take are refused, naming the field and the limit."""

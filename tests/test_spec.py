@@ -625,7 +625,7 @@ def test_checked_init_keeps_the_signature_and_shows_in_tracebacks():
 
     assert list(inspect.signature(RMSNorm).parameters) == [
         "hidden", "eps", "dtype", "fused_residual", "block", "rows_per_cta", "min_ctas_per_sm",
-        "streaming_stores"]
+        "streaming_stores", "l2_evict_last"]
     try:
         RMSNorm(hidden=0)
     except SpecError as exc:

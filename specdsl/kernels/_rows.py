@@ -12,6 +12,7 @@ __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_reg
            "windowed", "row_vectors",
            "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
            "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm", "min_ctas_per_sm_field",
+           "l2_evict_last_field",
            "register_cap",
            "min_ctas_for",
            "check_resident", "check_resident_block"]
@@ -158,6 +159,26 @@ def min_ctas_per_sm_field(instance: Any, attribute: Any, value: int | None) -> N
     """attrs validator of a ``min_ctas_per_sm`` field: :func:`check_min_ctas_per_sm` with
     the spec's ``block`` (RMSNorm, RMSNormQuant, Softmax)."""
     check_min_ctas_per_sm(value, instance.block)
+
+
+def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
+    """attrs validator of an ``l2_evict_last`` field (RMSNorm, Softmax): True only for rows
+    held in registers on one CTA (one chunk, no cluster split) in whole 16-byte vectors, the
+    loads the policy is written for; a chunked row's pass 1 has its own."""
+    if not value:
+        return
+    length = "hidden" if hasattr(instance, "hidden") else "cols"
+    row = f"{getattr(instance, length)} {instance.dtype.ptx}"
+    split = getattr(instance, "split", 1)
+    if split > 1:
+        raise ValueError(f"expected False: a row of {row} is split over {split} CTAs")
+    if instance.chunks > 1:
+        raise ValueError(f"expected False: a row of {row} on {instance.block} threads takes "
+                         f"{instance.chunks} chunks, whose pass 1 loads x under evict_last already")
+    if instance.windowed or instance.vector_bytes != 16:
+        moves = "a window of 16-byte" if instance.windowed else f"{instance.vector_bytes}-byte"
+        raise ValueError(f"expected False: {length} {row} moves in {moves} vectors; the policy "
+                         "applies to rows of whole 16-byte vectors")
 
 
 def register_cap(ctas: int, block: int) -> int:
