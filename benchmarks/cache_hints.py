@@ -11,13 +11,18 @@ one process and in alternating rounds (device events, median, input sets larger 
 - ``round 2``: the hints of before: ``.L1::no_allocate`` on the stores and on the residual's
   load, no L2 policy;
 - ``plain``: no hint at all (rows with the residual: no evict_last policy, no demotion);
-- ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted;
+- ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted (for
+  RMSNorm and Softmax, the request with ``l2_evict_last=True``); ``evict_last, kept, N CTAs``: the same
+  with ``min_ctas_per_sm=N`` (:data:`KEPT_CTAS`, the most CTAs an SM that ptxas fits
+  without spills);
 - ``evict_first``: the same under an evict_first policy;
 - ``evict_last, demoted``: rows without the residual, x kept and demoted as the built-in
   does with the residual;
 - ``stores plain``: chunked rows without the residual, y stored without ``.L1::no_allocate``;
-- Softmax's rows in registers (plain since this round): ``round 2`` (x under an evict_first
-  policy and ``.L1::no_allocate``, y stored with ``.L1::no_allocate``) and ``evict_last, kept``.
+- Softmax's rows in registers: ``round 2`` (x under an evict_first policy and
+  ``.L1::no_allocate``, y stored with ``.L1::no_allocate``; rows of up to 5 vectors a thread,
+  plain in the built-in) and ``evict_last, kept`` (rows of 6 to 8, which the built-in
+  demotes, included).
 
 Beside each time, the **next kernel's L2 reuse**: after the kernel, a 24 MB tensor is summed
 twice and the second sum is timed; lines a kernel leaves at evict_last crowd that tensor out
@@ -45,10 +50,11 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+import attrs  # noqa: E402
 import numpy as np  # noqa: E402
 from harness import Launcher, device_times, torch_dtype  # noqa: E402
 
-from specdsl import baked, kernel_spec, render  # noqa: E402
+from specdsl import SpecError, baked, kernel_spec, render  # noqa: E402
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMulQuant, Softmax  # noqa: E402
 
 
@@ -86,6 +92,8 @@ class Variants:
 CASES = [
     ("RMSNorm 16384 x 4096", RMSNorm(hidden=4096), 16384),
     ("RMSNorm 16384 x 8192", RMSNorm(hidden=8192), 16384),
+    ("RMSNorm 16384 x 10240", RMSNorm(hidden=10240), 16384),
+    ("RMSNorm 16384 x 12288", RMSNorm(hidden=12288), 16384),
     ("RMSNorm + residual 16384 x 4096", RMSNorm(hidden=4096, fused_residual=True), 16384),
     ("RMSNorm + residual 16384 x 8192", RMSNorm(hidden=8192, fused_residual=True), 16384),
     ("RMSNorm + residual 4096 x 16384", RMSNorm(hidden=16384, fused_residual=True), 4096),
@@ -94,8 +102,14 @@ CASES = [
     ("RMSNorm 1024 x 131072 (chunks)", RMSNorm(hidden=131072), 1024),
     ("Softmax 16384 x 4096", Softmax(cols=4096), 16384),
     ("Softmax 16384 x 8192", Softmax(cols=8192), 16384),
+    ("Softmax 16384 x 12288", Softmax(cols=12288), 16384),
+    ("Softmax 16384 x 16384", Softmax(cols=16384), 16384),
     ("Softmax 4096 x 32768", Softmax(cols=32768), 4096),
 ]
+
+#: ``min_ctas_per_sm`` of the ``evict_last, kept, N CTAs`` edit, by (hidden, fused_residual):
+#: the most CTAs an SM at which ptxas fits the l2_evict_last request without spills (bf16).
+KEPT_CTAS = {(4096, False): 8, (8192, False): 4, (10240, False): 4, (4096, True): 6, (8192, True): 3}
 
 _DEMOTION = re.compile(r"^.*(applypriority|%pline|%rd1[23], %rd[47], -128|%r10, %r4, 7|"
                        r"evict_last\.b64 %keep|\.reg \.b64   %keep;|the row is read: its lines|"
@@ -178,12 +192,32 @@ def edits(spec: Any, ptx: str) -> dict[str, str]:
     """The edits of the built-in ``ptx`` of ``spec`` that the script times, by name: those
     that differ from it (each edit leaves a text it does not apply to as it is)."""
     if isinstance(spec, Softmax):
-        candidates = softmax_variants(ptx)
+        candidates = {**softmax_variants(ptx), **kept_requests(spec)}
     else:
         candidates = {"round 2": round_2(ptx), "plain": plain(ptx), "evict_last, kept": kept(ptx),
+                      **kept_requests(spec),
                       "evict_first": evict_first(ptx), "evict_last, demoted": demoted(ptx),
                       "stores plain": stores_plain(ptx)}
     return {name: text for name, text in candidates.items() if text != ptx}
+
+
+def kept_requests(spec: Any) -> dict[str, str]:
+    """RMSNorm's and Softmax's ``l2_evict_last=True`` request as ``evict_last, kept`` (the
+    PTX that :func:`kept` edits in, from the template), and for RMSNorm with
+    :data:`KEPT_CTAS` CTAs an SM; {} for other specs and for rows the field refuses."""
+    if not isinstance(spec, (RMSNorm, Softmax)):
+        return {}
+    try:
+        found = {"evict_last, kept": render(attrs.evolve(spec, l2_evict_last=True))}
+    except SpecError:   # chunked, split or windowed rows, narrower vectors
+        return {}
+    if isinstance(spec, Softmax):
+        return found
+    ctas = KEPT_CTAS.get((spec.hidden, spec.fused_residual))
+    if ctas:
+        found[f"evict_last, kept, {ctas} CTAs"] = render(
+            attrs.evolve(spec, l2_evict_last=True, min_ctas_per_sm=ctas))
+    return found
 
 
 def arguments(torch: Any, spec: Any, tokens: int) -> list[Any]:
@@ -249,7 +283,8 @@ def peer_rows(torch: Any, reused: Any, rounds: int, launches: int) -> list[str]:
     from cases_norm import EPS
 
     rows = []
-    for fused, hidden in ((False, 4096), (False, 8192), (True, 4096), (True, 8192)):
+    for fused, hidden in ((False, 4096), (False, 8192), (False, 10240), (False, 12288),
+                          (True, 4096), (True, 8192)):
         x = [torch.randn(16384, hidden, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
         r = [torch.randn_like(t) for t in x] if fused else None
         w = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)

@@ -235,6 +235,20 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                          if block <= 384 and 1024 // block != 3))],
     # RMSNorm's rows of 9216 to 15360 (RMSNORM_LONG_ROWS): the packed rows' default
     "rmsnorm-long-rows": rmsnorm_long_rows,
+    # the packed rows' default requests alone, for --peers and --compile
+    "rmsnorm-packed": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype)
+        for dtype, hidden in (("bf16", 9992), ("bf16", 10240), ("bf16", 11264),
+                              ("bf16", 12288), ("f16", 12288))],
+    # x kept in L2 (l2_evict_last), against the default and (with --peers, --compile) Liger
+    # and torch.compile, which load x under the same policy
+    "evict-last": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, False, **fields)
+        for hidden, ctas in ((4096, None), (8192, 4), (10240, None), (12288, None))
+        for fields in ({}, {"l2_evict_last": True},
+                       *([{"l2_evict_last": True, "min_ctas_per_sm": ctas}] if ctas else []))] + [
+        cases_norm._softmax(torch, 16384, cols, **fields)
+        for cols in (4096, 8192, 12288, 16384) for fields in ({}, {"l2_evict_last": True})],
     # Fp8Quant's CTA size (its dynamic scale is a CTA max, as RMSNormQuant's is)
     "fp8-block": lambda torch: [
         cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)

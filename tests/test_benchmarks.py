@@ -559,12 +559,34 @@ def test_cache_hint_edits_assemble_without_spills():
     edits = _cache_hint_edits()
     assert {name for _, name, _, _ in edits} == {
         "round 2", "plain", "evict_last, kept", "evict_first", "evict_last, demoted",
-        "stores plain"}
+        "stores plain", *(f"evict_last, kept, {n} CTAs" for n in (3, 4, 6, 8))}
     for label, name, built_in, text in edits:
         for resources in compile_ptx(text).resources().values():
             assert resources.spill_stores == 0, (label, name)
         for op in (r"\bld\.global", r"\bst\.global"):
             assert len(re.findall(op, text)) == len(re.findall(op, built_in)), (label, name, op)
+
+
+def test_cache_hint_kept_edit_is_the_l2_evict_last_request():
+    """For RMSNorm, ``evict_last, kept`` is the ``l2_evict_last=True`` request's PTX; without
+    the residual, the edit of the built-in text (:func:`cache_hints.kept`) gives the same
+    instructions (with it, the edit leaves the demotion's dead address arithmetic behind)."""
+    import cache_hints
+
+    from specdsl import render
+    from specdsl.kernels import RMSNorm
+
+    def instructions(ptx: str) -> list[str]:
+        return [line.split("//")[0].strip() for line in ptx.splitlines()
+                if line.strip() and not line.strip().startswith("//")]
+
+    for spec in (RMSNorm(hidden=8192), RMSNorm(hidden=4096, fused_residual=True)):
+        ptx = render(spec)
+        assert cache_hints.edits(spec, ptx)["evict_last, kept"] == render(
+            RMSNorm(hidden=spec.hidden, fused_residual=spec.fused_residual, l2_evict_last=True))
+        if not spec.fused_residual:
+            assert instructions(cache_hints.kept(ptx)) == instructions(
+                cache_hints.edits(spec, ptx)["evict_last, kept"])
 
 
 def test_cache_hint_round_2_edits_restore_the_round_2_hints():
@@ -658,3 +680,27 @@ def test_ptx_ab_time_step_refuses_a_baseline_of_other_cases(tmp_path):
     (tmp_path / "cases.json").write_text(json.dumps({"rev": "x", "cases": [["other", "x"]]}))
     with pytest.raises(SystemExit, match="rendered for other cases"):
         ptx_ab.main(["time", "--baseline", str(tmp_path)])
+
+
+def test_triton_shape_edits_assemble_without_spills():
+    """Every edit ``benchmarks/rmsnorm_triton_shape.py`` times assembles with nvJitLink for
+    sm_90 without spills, stores y as the built-in does (as many stores), and applies: no
+    edit but the built-in gives the built-in's text."""
+    import re
+
+    import rmsnorm_triton_shape as shape
+
+    from specdsl import render
+    from specdsl._runtime.compile import compile_ptx
+    from specdsl.kernels import RMSNorm
+
+    for hidden, hold, reread in shape.SHAPES:
+        built_in = render(RMSNorm(hidden=hidden))
+        for edits in shape.SETS.values():
+            texts = edits(built_in, hold, reread)
+            assert [name for name, text in texts.items() if text == built_in] == ["built-in"]
+            for name, text in texts.items():
+                for resources in compile_ptx(text).resources().values():
+                    assert resources.spill_stores == 0, (hidden, name)
+                assert len(re.findall(r"\bst\.global", text)) == len(
+                    re.findall(r"\bst\.global", built_in)), (hidden, name)
