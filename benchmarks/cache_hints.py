@@ -12,7 +12,7 @@ one process and in alternating rounds (device events, median, input sets larger 
   load, no L2 policy;
 - ``plain``: no hint at all (rows with the residual: no evict_last policy, no demotion);
 - ``evict_last, kept``: x (and residual) under an L2 evict_last policy, never demoted (for
-  RMSNorm and Softmax, the request with ``l2_evict_last=True``); ``evict_last, kept, N CTAs``: the same
+  RMSNorm, RMSNormQuant and Softmax, the request with ``l2_evict_last=True``); ``evict_last, kept, N CTAs``: the same
   with ``min_ctas_per_sm=N`` (:data:`KEPT_CTAS`, the most CTAs an SM that ptxas fits
   without spills);
 - ``evict_first``: the same under an evict_first policy;
@@ -99,6 +99,9 @@ CASES = [
     ("RMSNorm + residual 4096 x 16384", RMSNorm(hidden=16384, fused_residual=True), 4096),
     ("RMSNormQuant + residual 16384 x 4096, dynamic",
      RMSNormQuant(hidden=4096, fused_residual=True, scale_mode="dynamic"), 16384),
+    ("RMSNormQuant 16384 x 6144, group", RMSNormQuant(hidden=6144, scale_mode="group"), 16384),
+    ("RMSNormQuant 16384 x 8192, group", RMSNormQuant(hidden=8192, scale_mode="group"), 16384),
+    ("RMSNormQuant 16384 x 8192, dynamic", RMSNormQuant(hidden=8192), 16384),
     ("RMSNorm 1024 x 131072 (chunks)", RMSNorm(hidden=131072), 1024),
     ("Softmax 16384 x 4096", Softmax(cols=4096), 16384),
     ("Softmax 16384 x 8192", Softmax(cols=8192), 16384),
@@ -202,16 +205,16 @@ def edits(spec: Any, ptx: str) -> dict[str, str]:
 
 
 def kept_requests(spec: Any) -> dict[str, str]:
-    """RMSNorm's and Softmax's ``l2_evict_last=True`` request as ``evict_last, kept`` (the
-    PTX that :func:`kept` edits in, from the template), and for RMSNorm with
+    """The ``l2_evict_last=True`` request (RMSNorm, RMSNormQuant, Softmax) as ``evict_last,
+    kept`` (the PTX that :func:`kept` edits in, from the template), and for RMSNorm with
     :data:`KEPT_CTAS` CTAs an SM; {} for other specs and for rows the field refuses."""
-    if not isinstance(spec, (RMSNorm, Softmax)):
+    if not isinstance(spec, (RMSNorm, RMSNormQuant, Softmax)):
         return {}
     try:
         found = {"evict_last, kept": render(attrs.evolve(spec, l2_evict_last=True))}
     except SpecError:   # chunked, split or windowed rows, narrower vectors
         return {}
-    if isinstance(spec, Softmax):
+    if not isinstance(spec, RMSNorm):
         return found
     ctas = KEPT_CTAS.get((spec.hidden, spec.fused_residual))
     if ctas:

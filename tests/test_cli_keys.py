@@ -83,7 +83,7 @@ def test_list_columns_align_for_long_names(capsys, tmp_path, monkeypatch):
     code, out, _ = run(capsys, "list", "longnames.py:AVeryLongSpecClassName", "rmsnormquant",
                        "vectoradd")
     lines = out.splitlines()
-    assert code == 0 and len(lines) == 3 + 1 + 7 + 2  # three specs and their fields
+    assert code == 0 and len(lines) == 3 + 1 + 8 + 2  # three specs and their fields
     heads = [line for line in lines if not line.startswith(" ")]
     assert len({line.index(" vector_add.ptx.j2") if "vector_add" in line else
                 line.index(" rmsnorm_quant.ptx.j2") for line in heads}) == 1

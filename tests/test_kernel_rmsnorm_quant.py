@@ -241,23 +241,28 @@ GPU = [(dtype, hidden, fused, mode) for dtype in ("bf16", "f16", "f32")
     ("bf16", 20480, False, "group"), ("f16", 15360, False, "dynamic"),   # 320 threads
     # the widest rows: 8 sweeps of 16-byte vectors a thread
     ("bf16", 65536, True, "group"), ("f16", 65536, False, "dynamic"), ("f32", 32768, True, "static")]
+#: l2_evict_last requests (x and residual kept in L2): the same codes as the unfused pair
+GPU_KEPT = [("bf16", 8192, False, "group"), ("bf16", 4096, True, "dynamic"),
+            ("f16", 7168, False, "static"), ("f32", 4096, True, "group")]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype,hidden,fused,mode", GPU)
-def test_gpu_codes_equal_the_unfused_pair(dtype, hidden, fused, mode):
+@pytest.mark.parametrize("dtype,hidden,fused,mode,kept",
+                         [(*case, False) for case in GPU] + [(*case, True) for case in GPU_KEPT])
+def test_gpu_codes_equal_the_unfused_pair(dtype, hidden, fused, mode, kept):
     """On the GPU, the fused codes and scales equal, bit for bit, those of RMSNorm (same
     block) followed by the f32 quantization steps of Fp8Quant (fp8_quant.kernel_codes):
     the fused kernel rounds y to dtype before quantizing, as the pair does. The written-
     back residual equals RMSNorm's too, and the decoded codes are within TOLERANCE of the
-    float64 reference."""
+    float64 reference. ``kept``: the request with ``l2_evict_last=True``."""
     from differential import compare, run_quantized, run_rmsnorm, to_device
     from specdsl import Executor
     from specdsl.kernels.fp8_quant import kernel_codes
 
     torch = pytest.importorskip("torch")
     executor = Executor()
-    spec = RMSNormQuant(hidden=hidden, dtype=dtype, fused_residual=fused, scale_mode=mode)
+    spec = RMSNormQuant(hidden=hidden, dtype=dtype, fused_residual=fused, scale_mode=mode,
+                        l2_evict_last=kept)
     plain = RMSNorm(hidden=hidden, dtype=dtype, fused_residual=fused, block=spec.block)
     rng = np.random.default_rng(hidden + len(mode))
     rows = 37
@@ -285,6 +290,38 @@ def test_gpu_codes_equal_the_unfused_pair(dtype, hidden, fused, mode):
     quotient, _, _ = reference(source, weight, float(np.float32(spec.eps)), spec.dtype, mode,
                                static)
     compare(out["q"], quotient, DType.F8E4M3, TOLERANCE[DType.F8E4M3], repr(spec))
+
+
+@pytest.mark.parametrize("fields", [dict(hidden=8192, scale_mode="group"), dict(hidden=7168),
+                                    dict(hidden=4096, fused_residual=True, scale_mode="static")],
+                         ids=repr)
+def test_l2_evict_last_keeps_x_and_changes_nothing_else(fields):
+    """l2_evict_last: every load of x (and residual) carries the evict_last policy, never
+    demoted; without the policy's lines and hints (and, with the residual, the default's
+    demotion) the PTX is the request's without the field."""
+    import attrs
+
+    spec = RMSNormQuant(l2_evict_last=True, **fields)
+    ptx = render(spec)
+    loads = re.findall(r"ld\.global(?:\.nc)?\.L2::cache_hint\.v4\.b32 \{[^}]*\}, \[%rd[47]\+\d+\], %keep;",
+                       ptx)
+    vectors = -(-spec.hidden // spec.vector // spec.block)
+    assert len(loads) == vectors * (2 if spec.fused_residual else 1)
+    assert "applypriority" not in ptx and ptx.count("createpolicy") == 1
+    if not spec.fused_residual:
+        plain = re.sub(r"^.*(createpolicy\.fractional\.L2::evict_last|\.reg \.b64   %keep;).*\n",
+                       "", ptx, flags=re.M)
+        assert plain.replace(".L2::cache_hint", "").replace("], %keep;", "];") == render(
+            attrs.evolve(spec, l2_evict_last=False))
+    assert_no_spills(assemble(spec))
+
+
+def test_l2_evict_last_refused_for_narrow_vectors():
+    """Rows of 8-byte vectors (4100 bf16) are refused, naming the field and the vector."""
+    with pytest.raises(SpecError, match=re.escape(
+            "RMSNormQuant.l2_evict_last = True is invalid: expected False: hidden 4100 bf16 "
+            "moves in 8-byte vectors")):
+        RMSNormQuant(hidden=4100, l2_evict_last=True)
 
 
 @pytest.mark.gpu

@@ -162,9 +162,11 @@ def min_ctas_per_sm_field(instance: Any, attribute: Any, value: int | None) -> N
 
 
 def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
-    """attrs validator of an ``l2_evict_last`` field (RMSNorm, Softmax): True only for rows
-    held in registers on one CTA (one chunk, no cluster split) in whole 16-byte vectors, the
-    loads the policy is written for; a chunked row's pass 1 has its own."""
+    """attrs validator of an ``l2_evict_last`` field (RMSNorm, RMSNormQuant, Softmax): True
+    only for rows held in registers on one CTA (one chunk, no cluster split) in whole 16-byte
+    vectors, the loads the policy is written for; a chunked row's pass 1 has its own. (A spec
+    without ``chunks``, ``windowed`` or ``split`` always holds its row in one chunk, never in
+    a window, on one CTA.)"""
     if not value:
         return
     length = "hidden" if hasattr(instance, "hidden") else "cols"
@@ -172,11 +174,13 @@ def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
     split = getattr(instance, "split", 1)
     if split > 1:
         raise ValueError(f"expected False: a row of {row} is split over {split} CTAs")
-    if instance.chunks > 1:
+    chunks = getattr(instance, "chunks", 1)
+    if chunks > 1:
         raise ValueError(f"expected False: a row of {row} on {instance.block} threads takes "
-                         f"{instance.chunks} chunks, whose pass 1 loads x under evict_last already")
-    if instance.windowed or instance.vector_bytes != 16:
-        moves = "a window of 16-byte" if instance.windowed else f"{instance.vector_bytes}-byte"
+                         f"{chunks} chunks, whose pass 1 loads x under evict_last already")
+    windowed = getattr(instance, "windowed", False)
+    if windowed or instance.vector_bytes != 16:
+        moves = "a window of 16-byte" if windowed else f"{instance.vector_bytes}-byte"
         raise ValueError(f"expected False: {length} {row} moves in {moves} vectors; the policy "
                          "applies to rows of whole 16-byte vectors")
 

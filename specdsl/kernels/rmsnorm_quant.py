@@ -15,6 +15,7 @@ from ._rows import (
     cdiv,
     check_resident,
     check_resident_block,
+    l2_evict_last_field,
     min_ctas_for,
     min_ctas_per_sm_field,
     row_launch_dims,
@@ -166,6 +167,8 @@ class RMSNormQuant:
         min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (as
             :class:`~specdsl.kernels.RMSNorm`'s); the default is :func:`default_min_ctas`'s,
             None is ``1024 / block``.
+        l2_evict_last (baked): as :class:`~specdsl.kernels.RMSNorm`'s: x (and residual)
+            under an L2 evict_last policy, never demoted (16-byte vectors only).
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -187,6 +190,8 @@ class RMSNormQuant:
         attrs.Factory(lambda self: default_min_ctas(self.hidden, self.dtype, self.block),
                       takes_self=True),
         validator=min_ctas_per_sm_field, doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
+    l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
+                                doc="x (and residual) under an L2 evict_last policy, never demoted")
 
     #: the requests ``specdsl verify --variants`` compiles: each mode, with and without the
     #: residual, common widths, an odd row (static, dynamic) and DeepSeek-V3's 7168.
