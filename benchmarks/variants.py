@@ -235,11 +235,12 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                          if block <= 384 and 1024 // block != 3))],
     # RMSNorm's rows of 9216 to 15360 (RMSNORM_LONG_ROWS): the packed rows' default
     "rmsnorm-long-rows": rmsnorm_long_rows,
-    # the packed rows' default requests alone, for --peers and --compile
+    # the packed rows' default requests, for --peers and --compile, and with l2_evict_last
     "rmsnorm-packed": lambda torch: [
-        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype)
+        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields)
         for dtype, hidden in (("bf16", 9992), ("bf16", 10240), ("bf16", 11264),
-                              ("bf16", 12288), ("f16", 12288))],
+                              ("bf16", 12288), ("f16", 12288))
+        for fields in ({}, {"l2_evict_last": True})],
     # x kept in L2 (l2_evict_last), against the default and (with --peers, --compile) Liger
     # and torch.compile, which load x under the same policy
     "evict-last": lambda torch: [

@@ -632,14 +632,17 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(hidden, dtype, fused, 
                                            "None or 1 to 8 CTAs of 256 threads an SM"),
     (dict(hidden=4096, min_ctas_per_sm=0), "RMSNorm.min_ctas_per_sm = 0 is invalid"),
     (dict(hidden=131072, l2_evict_last=True),
-     "RMSNorm.l2_evict_last = True is invalid: expected False: a row of 131072 bf16 on 1024 "
-     "threads takes 2 chunks, whose pass 1 loads x under evict_last already"),
+     "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=131072 bf16: a row "
+     "longer than the registers hold (2 chunks on 1024 threads) loads x under evict_last in "
+     "pass 1 already"),
     (dict(hidden=4097, l2_evict_last=True),
-     "RMSNorm.l2_evict_last = True is invalid: expected False: hidden 4097 bf16 moves in a "
-     "window of 16-byte vectors; the policy applies to rows of whole 16-byte vectors"),
-    (dict(hidden=4100, l2_evict_last=True),
-     "RMSNorm.l2_evict_last = True is invalid: expected False: hidden 4100 bf16 moves in "
-     "8-byte vectors"),
+     "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=4097 bf16: the policy "
+     "applies to rows of whole 16-byte vectors (hidden a multiple of 8), and this row is "
+     "walked in a window"),
+    (dict(hidden=4098, dtype="f32", l2_evict_last=True),
+     "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=4098 f32: the policy "
+     "applies to rows of whole 16-byte vectors (hidden a multiple of 4), and this row moves "
+     "in 8-byte vectors"),
 ])
 def test_tuning_fields_refused(fields, message):
     """Tuning values the kernel cannot take are refused, naming the field and the limit."""

@@ -319,8 +319,9 @@ def test_l2_evict_last_keeps_x_and_changes_nothing_else(fields):
 def test_l2_evict_last_refused_for_narrow_vectors():
     """Rows of 8-byte vectors (4100 bf16) are refused, naming the field and the vector."""
     with pytest.raises(SpecError, match=re.escape(
-            "RMSNormQuant.l2_evict_last = True is invalid: expected False: hidden 4100 bf16 "
-            "moves in 8-byte vectors")):
+            "RMSNormQuant.l2_evict_last = True is invalid: expected False for hidden=4100 bf16: "
+            "the policy applies to rows of whole 16-byte vectors (hidden a multiple of 8), and "
+            "this row moves in 8-byte vectors")):
         RMSNormQuant(hidden=4100, l2_evict_last=True)
 
 

@@ -662,13 +662,16 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(cols, dtype, block, ro
     (dict(cols=4096, min_ctas_per_sm=9), "Softmax.min_ctas_per_sm = 9 is invalid: expected None "
                                          "or 1 to 8 CTAs of 256 threads an SM"),
     (dict(cols=131072, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
-     "False: a row of 131072 bf16 on 1024 threads takes 2 chunks, whose pass 1 loads x"),
+     "False for cols=131072 bf16: a row longer than the registers hold (2 chunks on 1024 "
+     "threads)"),
     (dict(cols=32768, split=8, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: "
-     "expected False: a row of 32768 bf16 is split over 8 CTAs"),
+     "expected False with split=8: the policy applies to rows on one CTA"),
     (dict(cols=4097, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
-     "False: cols 4097 bf16 moves in a window of 16-byte vectors"),
+     "False for cols=4097 bf16: the policy applies to rows of whole 16-byte vectors (cols a "
+     "multiple of 8), and this row is walked in a window"),
     (dict(cols=4100, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
-     "False: cols 4100 bf16 moves in 8-byte vectors"),
+     "False for cols=4100 bf16: the policy applies to rows of whole 16-byte vectors (cols a "
+     "multiple of 8), and this row moves in 8-byte vectors"),
 ])
 def test_tuning_fields_refused(fields, message):
     """Tuning values the kernel cannot take are refused, naming the field and the limit."""

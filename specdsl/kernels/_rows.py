@@ -170,19 +170,21 @@ def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
     if not value:
         return
     length = "hidden" if hasattr(instance, "hidden") else "cols"
-    row = f"{getattr(instance, length)} {instance.dtype.ptx}"
+    row = f"{length}={getattr(instance, length)} {instance.dtype.ptx}"
     split = getattr(instance, "split", 1)
     if split > 1:
-        raise ValueError(f"expected False: a row of {row} is split over {split} CTAs")
+        raise ValueError(f"expected False with split={split}: the policy applies to rows on one CTA")
     chunks = getattr(instance, "chunks", 1)
     if chunks > 1:
-        raise ValueError(f"expected False: a row of {row} on {instance.block} threads takes "
-                         f"{chunks} chunks, whose pass 1 loads x under evict_last already")
+        raise ValueError(f"expected False for {row}: a row longer than the registers hold ({chunks} "
+                         f"chunks on {instance.block} threads) loads x under evict_last in pass 1 already")
     windowed = getattr(instance, "windowed", False)
     if windowed or instance.vector_bytes != 16:
-        moves = "a window of 16-byte" if windowed else f"{instance.vector_bytes}-byte"
-        raise ValueError(f"expected False: {length} {row} moves in {moves} vectors; the policy "
-                         "applies to rows of whole 16-byte vectors")
+        moves = ("is walked in a window" if windowed else
+                 f"moves in {instance.vector_bytes}-byte vectors")
+        raise ValueError(f"expected False for {row}: the policy applies to rows of whole 16-byte "
+                         f"vectors ({length} a multiple of {16 // instance.dtype.size}), and this "
+                         f"row {moves}")
 
 
 def register_cap(ctas: int, block: int) -> int:

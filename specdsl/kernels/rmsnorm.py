@@ -236,9 +236,10 @@ class RMSNorm:
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
         l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
-            "createpolicy"), never demoted, as torch.compile's RMSNorm does: up to 3.6% faster
-            on the H200, but the next kernel finds less of its data in L2 (docs/kernels/
-            rmsnorm.md, "Keeping x in L2"). Rows in registers in 16-byte vectors; sm_80+.
+            "createpolicy"), never demoted, as torch.compile's RMSNorm does: up to 3.5% faster
+            on the H200 (at hidden 8192 with ``min_ctas_per_sm=4``), but the next kernel finds
+            less of its data in L2 (docs/kernels/rmsnorm.md, "Keeping x in L2"). Rows in
+            registers in whole 16-byte vectors; sm_80 or newer.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
