@@ -242,7 +242,7 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                               ("bf16", 12288), ("f16", 12288))
         for fields in ({}, {"l2_evict_last": True})],
     # x kept in L2 (l2_evict_last), against the default and (with --peers, --compile) Liger
-    # and torch.compile, which load x under the same policy
+    # and torch.compile (whose RMSNorm loads x under the same policy)
     "evict-last": lambda torch: [
         cases_norm._rmsnorm(torch, 16384, hidden, False, **fields)
         for hidden, ctas in ((4096, None), (8192, 4), (10240, None), (12288, None))

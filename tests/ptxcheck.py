@@ -49,3 +49,15 @@ def assert_lines_demoted(ptx: str, loads: list[tuple[str, str, int]],
     for line in ["and.b32             %r10, %r4, 7;", "setp.eq.u32         %pline0, %r10, 0;",
                  *rounded]:
         assert line in ptx
+
+
+_KEPT_POLICY_LINES = re.compile(
+    r"^.*(createpolicy\.fractional\.L2::evict_last|\.reg \.b64   %keep;).*\n", re.M)
+
+
+def without_kept_policy(ptx: str, hint: str = ".L2::cache_hint") -> str:
+    """``ptx`` of an ``l2_evict_last`` request without its policy: the ``createpolicy`` and
+    ``%keep`` declaration lines, and ``hint`` and the ``%keep`` operand on every load (pass
+    Softmax's ``".L1::no_allocate.L2::cache_hint"``). For rows the default loads plainly, the
+    result is the request's PTX without the field."""
+    return _KEPT_POLICY_LINES.sub("", ptx).replace(hint, "").replace("], %keep;", "];")

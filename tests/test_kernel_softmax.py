@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from golden import check_golden
-from ptxcheck import assemble, assert_lines_demoted, assert_no_spills
+from ptxcheck import assemble, assert_lines_demoted, assert_no_spills, without_kept_policy
 from ptxsim import row_coverage
 from specdsl import SpecError, render
 from specdsl._spec.dtype import DType
@@ -420,10 +420,6 @@ def test_wide_rows_in_registers_keep_their_lines_until_read(spec):
     assert_no_spills(assemble(spec))
 
 
-_POLICY_LINES = re.compile(r"^.*(createpolicy\.fractional\.L2::evict_last|\.reg \.b64   %keep;).*\n",
-                           re.M)
-
-
 @pytest.mark.parametrize("spec", [Softmax(cols=4096, l2_evict_last=True),
                                   Softmax(cols=8192, l2_evict_last=True),
                                   Softmax(cols=2880, dtype="f16", scale=-0.5, l2_evict_last=True),
@@ -437,9 +433,7 @@ def test_l2_evict_last_keeps_x_and_changes_nothing_else(spec):
     assert len(loads) == -(-spec.cols // spec.vector // spec.block) * spec.rows_per_cta
     assert "applypriority" not in ptx and ptx.count("createpolicy") == 1
     assert "// never demoted (l2_evict_last)" in ptx
-    plain = (_POLICY_LINES.sub("", ptx).replace(".L1::no_allocate.L2::cache_hint", "")
-             .replace("], %keep;", "];"))
-    assert plain == render(Softmax(cols=spec.cols, dtype=spec.dtype, scale=spec.scale,
+    assert without_kept_policy(ptx, ".L1::no_allocate.L2::cache_hint") == render(Softmax(cols=spec.cols, dtype=spec.dtype, scale=spec.scale,
                                    rows_per_cta=spec.rows_per_cta))
 
 
@@ -665,7 +659,7 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(cols, dtype, block, ro
      "False for cols=131072 bf16: a row longer than the registers hold (2 chunks on 1024 "
      "threads)"),
     (dict(cols=32768, split=8, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: "
-     "expected False with split=8: the policy applies to rows on one CTA"),
+     "expected False for cols=32768 bf16 with split=8: the policy applies to rows on one CTA"),
     (dict(cols=4097, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
      "False for cols=4097 bf16: the policy applies to rows of whole 16-byte vectors (cols a "
      "multiple of 8), and this row is walked in a window"),

@@ -164,20 +164,27 @@ def min_ctas_per_sm_field(instance: Any, attribute: Any, value: int | None) -> N
 def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
     """attrs validator of an ``l2_evict_last`` field (RMSNorm, RMSNormQuant, Softmax): True
     only for rows held in registers on one CTA (one chunk, no cluster split) in whole 16-byte
-    vectors, the loads the policy is written for; a chunked row's pass 1 has its own. (A spec
-    without ``chunks``, ``windowed`` or ``split`` always holds its row in one chunk, never in
-    a window, on one CTA.)"""
+    vectors, the loads the policy is written for. A spec without ``chunks``, ``windowed`` or
+    ``split`` (RMSNormQuant) always holds its row so.
+
+    Raises:
+        ValueError: (a ``SpecError`` naming the field, from attrs) True for a row split over
+            a cluster, a row in chunks (whose two passes carry L2 policies of their own), a
+            row in a window, or a row of 8-byte or narrower vectors.
+    """
     if not value:
         return
     length = "hidden" if hasattr(instance, "hidden") else "cols"
     row = f"{length}={getattr(instance, length)} {instance.dtype.ptx}"
     split = getattr(instance, "split", 1)
     if split > 1:
-        raise ValueError(f"expected False with split={split}: the policy applies to rows on one CTA")
+        raise ValueError(f"expected False for {row} with split={split}: the policy applies to "
+                         "rows on one CTA")
     chunks = getattr(instance, "chunks", 1)
     if chunks > 1:
         raise ValueError(f"expected False for {row}: a row longer than the registers hold ({chunks} "
-                         f"chunks on {instance.block} threads) loads x under evict_last in pass 1 already")
+                         f"chunks on {instance.block} threads) takes two passes with L2 policies "
+                         "of their own")
     windowed = getattr(instance, "windowed", False)
     if windowed or instance.vector_bytes != 16:
         moves = ("is walked in a window" if windowed else

@@ -211,7 +211,8 @@ class RMSNorm:
     length move in the narrower vector (one element for odd lengths). Rows that fit
     ``block`` threads' registers (:attr:`chunks` == 1) are read once; longer rows take two
     passes in chunks: the sum of squares (with ``fused_residual``: forming ``s`` and writing
-    it back), then the row again for ``y`` (``s``, or every chunk of ``x`` but the last).
+    it back), then the row again for ``y``: ``s`` from ``residual``, or without the residual
+    every chunk of ``x`` but the last, which pass 1 leaves in the registers.
 
     Launch: :meth:`launch_dims` (one CTA of ``block`` threads per row). ``rsqrt.approx.f32``:
     the PTX ISA ("rsqrt") bounds its relative error by 2^-22.9, about one f32 ulp.
@@ -236,10 +237,10 @@ class RMSNorm:
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
         l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
-            "createpolicy"), never demoted, as torch.compile's RMSNorm does: up to 3.5% faster
-            on the H200 (at hidden 8192 with ``min_ctas_per_sm=4``), but the next kernel finds
-            less of its data in L2 (docs/kernels/rmsnorm.md, "Keeping x in L2"). Rows in
-            registers in whole 16-byte vectors; sm_80 or newer.
+            "createpolicy"), never demoted, as torch.compile's RMSNorm does: 2 to 3.7% faster
+            without the residual on the H200 (at hidden 8192 only with ``min_ctas_per_sm=4``),
+            but the next kernel finds less of its data in L2 (docs/kernels/rmsnorm.md,
+            "Keeping x in L2"). Rows in registers in whole 16-byte vectors; sm_80 or newer.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.

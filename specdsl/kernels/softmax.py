@@ -175,9 +175,10 @@ class Softmax:
             to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
             (a window of up to 3 vectors a thread adds ``.maxnreg 40``).
         l2_evict_last (baked): x loads under an L2 evict_last policy (PTX ISA
-            "createpolicy"), never demoted: up to 2.4% faster on the H200, but the next
-            kernel finds less of its data in L2 (docs/kernels/softmax.md, "Cache hints").
-            Rows in registers on one CTA (one chunk, split 1) in 16-byte vectors.
+            "createpolicy") with ``.L1::no_allocate``, never demoted: up to 2.4% faster on the
+            H200, but the next kernel finds less of its data in L2 (docs/kernels/softmax.md,
+            "Keeping x in L2"). Rows in registers on one CTA (one chunk, split 1) in 16-byte
+            vectors.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
