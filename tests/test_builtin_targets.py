@@ -4,6 +4,7 @@ accepts: it assembles with the installed nvJitLink, or it is refused up front.""
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 
@@ -99,10 +100,32 @@ def test_rmsnorm_f32_assembles_for_sm75():
     assert compile_ptx(render(RMSNorm(hidden=4096, dtype="f32"), "sm_75"), "sm_75").cubin
 
 
-def test_softmax_needs_sm80():
-    """Softmax (createpolicy, L2 cache hints) is refused for sm_75 at render."""
-    with pytest.raises(UnsupportedTargetError, match=r"createpolicy.*need sm_80 or newer"):
-        render(Softmax(cols=4096, dtype="f32"), "sm_75")
+@pytest.mark.parametrize("spec", [Softmax(cols=4096, dtype="f32"), Softmax(cols=4097, dtype="f32"),
+                                  Softmax(cols=4100, dtype="f32"),
+                                  Softmax(cols=4096, dtype="f32", rows_per_cta=2, scale=-0.5)],
+                         ids=repr)
+def test_softmax_f32_rows_loaded_plainly_assemble_for_sm75(spec):
+    """Softmax f32 rows held in registers with no L2 policy use no sm_80 instruction: they
+    assemble for sm_75 (aligned, in a window, of 8-byte vectors, two rows a CTA)."""
+    assert compile_ptx(render(spec, "sm_75"), "sm_75").cubin
+
+
+@pytest.mark.parametrize("spec,message", [
+    (Softmax(cols=4096), "Softmax: bf16 rows use max.bf16x2 and cvt.rn.bf16x2.f32: sm_80 or newer"),
+    (Softmax(cols=4096, dtype="f16"), "Softmax: f16 rows use max.f16x2 and cvt.rn.f16x2.f32"),
+    (Softmax(cols=131072, dtype="f32"), "Softmax: a row longer than the registers hold (4 chunks) "
+                                        "loads x under createpolicy and .L2::cache_hint"),
+    (Softmax(cols=8192, dtype="f32"), "Softmax: a row of 8 vectors a thread (kept in L2 until "
+                                      "read) loads x under createpolicy"),
+    (Softmax(cols=4096, dtype="f32", l2_evict_last=True), "Softmax: l2_evict_last loads x under "
+                                                          "createpolicy and .L2::cache_hint"),
+    (Softmax(cols=32768, dtype="f32", split=8), "split = 8 (a thread block cluster a row) needs "
+                                                "sm_90 or newer")], ids=repr)
+def test_softmax_refused_before_sm80_names_what_needs_it(spec, message):
+    """Softmax is refused for sm_75 at render where it needs sm_80 (f16/bf16 packed max and
+    conversions; loads under an L2 policy) or sm_90 (clusters), naming what needs it."""
+    with pytest.raises(UnsupportedTargetError, match=re.escape(message)):
+        render(spec, "sm_75")
 
 
 def test_fp8_on_sm89_needs_ptx_isa_81():
