@@ -43,6 +43,7 @@ import re
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,58 @@ def time_and_reuse(torch: Any, run: Any, sets: int, launches: int, reused: Any) 
     return statistics.median(seconds) * 1e6, statistics.median(after)
 
 
+def time_texts(torch: Any, launcher: Launcher, variant: Variants, spec: Any, tokens: int,
+               texts: dict[str, str], rounds: int, launches: int, reused: Any,
+               others: Callable[[list[list[Any]]], dict[str, Callable[[int], Any]]] | None = None,
+               ) -> dict[str, Any]:
+    """Each PTX text of ``texts`` ({name: PTX}, entry renamed by :class:`Variants`) run as
+    ``spec`` over ``tokens`` rows: first every text once on the first input set, its
+    outputs kept, then ``rounds`` timed rounds in alternating order after a warm-up round
+    (:func:`time_and_reuse`: the median us and the next kernel's re-read). ``others``, given
+    the input sets (:func:`arguments`, three), returns more runs ({name: run(i)}, e.g.
+    torch.compile on the same tensors) timed in the same rounds.
+
+    Returns ``{"us": {name: mean of the rounds' medians}, "times": {name: [us a round]},
+    "reuse": {name: median us}, "differs": [names whose outputs differ from the first
+    text's]}``.
+    """
+    sets = [arguments(torch, spec, tokens) for _ in range(3)]
+    grid, block = spec.launch_dims(tokens)
+    # The built-in request first: its arrays' declarations check every set's sizes, which
+    # the texts' requests (no declarations) would not.
+    for args in sets:
+        launcher.launch(spec, *args, grid=grid, block=block)
+    requests = {name: variant(text) for name, text in texts.items()}
+    runs: dict[str, Callable[[int], Any]] = {
+        name: (lambda i, r=request: launcher.launch(r, *sets[i % len(sets)], grid=grid,
+                                                    block=block))
+        for name, request in requests.items()}
+    residual = sets[0][1].clone() if getattr(spec, "fused_residual", False) else None
+    written = {}
+    for name in texts:
+        runs[name](0)
+        torch.cuda.synchronize()
+        written[name] = [t.clone().view(torch.uint8) for t in outputs(sets[0], spec)]
+        if residual is not None:   # written back in place: the next text starts alike
+            sets[0][1].copy_(residual)
+    first, *_ = written.values()
+    differs = [name for name, tensors in written.items()
+               if not all(torch.equal(a, b) for a, b in zip(tensors, first, strict=True))]
+    runs.update(others(sets) if others else {})
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    reuse: dict[str, list[float]] = {name: [] for name in runs}
+    for round_ in range(rounds + 1):   # round 0 warms up
+        for name in (list(runs) if round_ % 2 == 0 else list(reversed(runs))):
+            us, after = time_and_reuse(torch, runs[name], len(sets), launches, reused)
+            if round_:
+                times[name].append(us)
+                reuse[name].append(after)
+    sets.clear()
+    torch.cuda.empty_cache()
+    return {"us": {n: statistics.mean(t) for n, t in times.items()}, "times": times,
+            "reuse": {n: statistics.median(r) for n, r in reuse.items()}, "differs": differs}
+
+
 def peer_rows(torch: Any, reused: Any, rounds: int, launches: int) -> list[str]:
     """Liger's and torch.compile's RMSNorm (and fused add RMSNorm) at the same shapes: their
     time and the next kernel's L2 reuse after them (Triton's loads carry their own policies)."""
@@ -337,44 +390,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ptx = render(spec)
         variants = {"built-in": ptx, **edits(spec, ptx)}
-        sets = [arguments(torch, spec, tokens) for _ in range(3)]
-        grid, block = spec.launch_dims(tokens)
-
-        requests = {name: variant(text) for name, text in variants.items()}
-
-        def launch(name: str, i: int) -> None:
-            launcher.launch(requests[name], *sets[i % len(sets)], grid=grid, block=block)
-
-        written = {}
-        residual = sets[0][1].clone() if getattr(spec, "fused_residual", False) else None
+        found = time_texts(torch, launcher, variant, spec, tokens, variants, options.rounds,
+                           options.launches, reused)
+        if found["differs"]:
+            raise SystemExit(f"{label}: {found['differs'][0]} writes other outputs than the built-in")
+        base = found["us"]["built-in"]
         for name in variants:
-            launch(name, 0)
-            torch.cuda.synchronize()
-            written[name] = [t.clone() for t in outputs(sets[0], spec)]
-            if residual is not None:   # written back in place: the next variant starts alike
-                sets[0][1].copy_(residual)
-        for name, tensors in written.items():
-            if not all(torch.equal(a.view(torch.uint8), b.view(torch.uint8))
-                       for a, b in zip(tensors, written["built-in"], strict=True)):
-                raise SystemExit(f"{label}: {name} writes other outputs than the built-in")
-        times: dict[str, list[float]] = {name: [] for name in variants}
-        reuse: dict[str, list[float]] = {name: [] for name in variants}
-        for round_ in range(options.rounds + 1):
-            order = list(variants) if round_ % 2 == 0 else list(reversed(variants))
-            for name in order:
-                us, after = time_and_reuse(torch, lambda i, n=name: launch(n, i), len(sets),
-                                           options.launches, reused)
-                if round_:   # round 0 warms up
-                    times[name].append(us)
-                    reuse[name].append(after)
-        base = statistics.mean(times["built-in"])
-        for name in variants:
-            us = statistics.mean(times[name])
+            us = found["us"][name]
             rows.append(f"| {label} | {name} | {us:.1f} | {base / us:.3f}x | "
-                        f"{statistics.median(reuse[name]):.2f} |")
+                        f"{found['reuse'][name]:.2f} |")
             print(rows[-1], flush=True)
-        sets.clear()
-        torch.cuda.empty_cache()
     if not options.no_peers:
         rows += peer_rows(torch, reused, options.rounds, options.launches)
     Path(options.out).mkdir(parents=True, exist_ok=True)

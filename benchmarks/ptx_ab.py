@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -131,49 +130,6 @@ def render_revision(rev: str, out: Path) -> list[str]:
     return list(texts)
 
 
-def time_case(torch: Any, launcher: Any, variant: Any, spec: Any, tokens: int,
-              texts: dict[str, str], rounds: int, launches: int, reused: Any) -> dict[str, Any]:
-    """Check that ``texts`` ({name: PTX}) write the same bits, then time each: ``{"us":
-    {name: mean of the rounds' medians}, "reuse": {name: median us}, "same": bool}``."""
-    from cache_hints import arguments, outputs, time_and_reuse
-
-    sets = [arguments(torch, spec, tokens) for _ in range(3)]
-    grid, block = spec.launch_dims(tokens)
-    # The built-in request first: its arrays' declarations check every set's sizes, which
-    # the texts' requests (no declarations) would not.
-    for args in sets:
-        launcher.launch(spec, *args, grid=grid, block=block)
-    requests = {name: variant(text) for name, text in texts.items()}
-
-    def launch(name: str, i: int) -> None:
-        launcher.launch(requests[name], *sets[i % len(sets)], grid=grid, block=block)
-
-    fused = getattr(spec, "fused_residual", False)
-    residual = sets[0][1].clone() if fused else None
-    written = {}
-    for name in texts:
-        launch(name, 0)
-        torch.cuda.synchronize()
-        written[name] = [t.clone().view(torch.uint8) for t in outputs(sets[0], spec)]
-        if residual is not None:   # written back in place: the next text starts alike
-            sets[0][1].copy_(residual)
-    first, *others = written.values()
-    same = all(torch.equal(a, b) for other in others for a, b in zip(first, other, strict=True))
-    times: dict[str, list[float]] = {name: [] for name in texts}
-    reuse: dict[str, list[float]] = {name: [] for name in texts}
-    for round_ in range(rounds + 1):   # round 0 warms up
-        for name in (list(texts) if round_ % 2 == 0 else list(reversed(texts))):
-            us, after = time_and_reuse(torch, lambda i, n=name: launch(n, i), len(sets),
-                                       launches, reused)
-            if round_:
-                times[name].append(us)
-                reuse[name].append(after)
-    sets.clear()
-    torch.cuda.empty_cache()
-    return {"us": {n: statistics.mean(t) for n, t in times.items()},
-            "reuse": {n: statistics.median(r) for n, r in reuse.items()}, "same": same}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     steps = parser.add_subparsers(dest="step", required=True)
@@ -197,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if [case[0] for case in manifest["cases"]] != [label for label, _, _ in CASES]:
         raise SystemExit(f"{baseline}: rendered for other cases; run the render step again")
     import torch
-    from cache_hints import Variants
+    from cache_hints import Variants, time_texts
     from harness import Launcher
 
     from specdsl import render
@@ -212,12 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         if options.match not in label:
             continue
         texts = {rev: (baseline / f"{number}.ptx").read_text(), "tree": render(spec)}
-        found = time_case(torch, launcher, variant, spec, tokens, texts, options.rounds,
-                          options.launches, reused)
+        found = time_texts(torch, launcher, variant, spec, tokens, texts, options.rounds,
+                           options.launches, reused)
         before, after = found["us"][rev], found["us"]["tree"]
         rows.append(f"| {label} | {before:.1f} | {after:.1f} | {before / after:.3f}x | "
                     f"{found['reuse'][rev]:.2f} / {found['reuse']['tree']:.2f} | "
-                    f"{'same bits' if found['same'] else 'DIFFERENT'} |")
+                    f"{'DIFFERENT' if found['differs'] else 'same bits'} |")
         print(rows[-1], flush=True)
     Path(options.out).mkdir(parents=True, exist_ok=True)
     (Path(options.out) / "ab.md").write_text("\n".join(rows) + "\n")

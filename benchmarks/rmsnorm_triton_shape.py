@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import sys
 import tempfile
 from collections.abc import Callable
@@ -46,7 +45,7 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from cache_hints import Variants, arguments, outputs, time_and_reuse  # noqa: E402
+from cache_hints import Variants, time_texts  # noqa: E402
 from cases_norm import EPS  # noqa: E402
 from harness import Launcher  # noqa: E402
 
@@ -56,7 +55,8 @@ from specdsl.kernels import RMSNorm  # noqa: E402
 #: (hidden, CTAs an SM for edits that keep x in registers, for edits that re-read it): the
 #: most at which ptxas fits each without spills.
 SHAPES = ((8192, 4, 4), (12288, 3, 5), (10240, 3, 5))
-ROUNDS = 5
+#: Timed rounds, after a warm-up round, in alternating order.
+TIMED_ROUNDS = 4
 
 _X_LOAD = re.compile(r"^(\s*)ld\.global\.nc\.v4\.b32(\s+\{ %w[^}]*\}, \[%rd4\+\d+\]);$", re.M)
 _W_LOAD = re.compile(r"^\s*ld\.global\.nc\.v4\.b32\s+\{ %g[^}]*\}, \[%rd5\+\d+\];\n", re.M)
@@ -164,47 +164,25 @@ def time_shape(torch: Any, launcher: Launcher, variant: Variants, reused: Any, h
     """Table rows of each text of RMSNorm(hidden) and of torch.compile's RMSNorm: us (mean of
     the rounds' medians), the ratio to the built-in, the range, the next kernel's re-read."""
     spec = RMSNorm(hidden=hidden)
-    sets = [arguments(torch, spec, 16384) for _ in range(3)]
-    grid, block = spec.launch_dims(16384)
-    requests = {name: variant(text) for name, text in texts.items()}
-
-    def launch(name: str, i: int) -> None:
-        launcher.launch(requests[name], *sets[i % 3], grid=grid, block=block)
-
-    written = {}
-    for name in texts:
-        launch(name, 0)
-        torch.cuda.synchronize()
-        written[name] = [t.clone() for t in outputs(sets[0], spec)]
-    for name, tensors in written.items():
-        if not all(torch.equal(a.view(torch.uint8), b.view(torch.uint8))
-                   for a, b in zip(tensors, written["built-in"], strict=True)):
-            raise SystemExit(f"RMSNorm {hidden}: {name} writes other outputs than the built-in")
 
     def eager(x: Any, weight: Any) -> Any:
         return torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
 
     compiled = torch.compile(eager, dynamic=False)
-    runs: dict[str, Callable[[int], Any]] = {
-        name: (lambda i, n=name: launch(n, i)) for name in texts}
-    runs["torch.compile"] = lambda i: compiled(sets[i % 3][0], sets[0][1])
-    runs["torch.compile"](0)
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    reuse: dict[str, list[float]] = {name: [] for name in runs}
-    names = list(runs)
-    for round_ in range(ROUNDS):
-        for name in names if round_ % 2 == 0 else names[::-1]:
-            us, after = time_and_reuse(torch, runs[name], 3, 40, reused)
-            if round_:   # round 0 warms up
-                times[name].append(us)
-                reuse[name].append(after)
-    base = statistics.mean(times["built-in"])
-    rows = [f"| {hidden} | {name} | {statistics.mean(times[name]):.1f} | "
-            f"{base / statistics.mean(times[name]):.3f}x | {min(times[name]):.1f} to "
-            f"{max(times[name]):.1f} | {statistics.median(reuse[name]):.2f} |" for name in names]
-    sets.clear()
-    torch.cuda.empty_cache()
-    return rows
+
+    def peer(sets: list[list[Any]]) -> dict[str, Callable[[int], Any]]:
+        compiled(sets[0][0], sets[0][1])   # compiled outside the timed rounds
+        return {"torch.compile": lambda i: compiled(sets[i % len(sets)][0], sets[0][1])}
+
+    found = time_texts(torch, launcher, variant, spec, 16384, texts, TIMED_ROUNDS, 40, reused,
+                       others=peer)
+    if found["differs"]:
+        raise SystemExit(f"RMSNorm {hidden}: {found['differs'][0]} writes other outputs than "
+                         "the built-in")
+    base, times = found["us"]["built-in"], found["times"]
+    return [f"| {hidden} | {name} | {us:.1f} | {base / us:.3f}x | {min(times[name]):.1f} to "
+            f"{max(times[name]):.1f} | {found['reuse'][name]:.2f} |"
+            for name, us in found["us"].items()]
 
 
 def main(argv: list[str] | None = None) -> int:
