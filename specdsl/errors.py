@@ -7,6 +7,8 @@ callers that do not know specdsl.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "SpecdslError",
     "SpecError",
@@ -84,11 +86,16 @@ class UnsupportedTargetError(RenderError):
 
     Attributes:
         reason: the template's message alone (the error's text also names the request).
+        request: the request refused, where known (``render`` sets it), else None.
+        target: the target refused, as ``sm_89``, where known, else None.
     """
 
-    def __init__(self, message: str, reason: str | None = None) -> None:
+    def __init__(self, message: str, reason: str | None = None, *, request: Any = None,
+                 target: str | None = None) -> None:
         super().__init__(message)
         self.reason = message if reason is None else reason
+        self.request = request
+        self.target = target
 
 
 class TemplatesMissingError(SpecdslError, RuntimeError):

@@ -13,7 +13,7 @@ from specdsl._review.variants import spec_variants
 from specdsl._runtime.compile import check_toolchain_target, compile_ptx, toolchain_version
 from specdsl._spec.target import known_targets
 from specdsl.errors import UnsupportedTargetError
-from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
+from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMulQuant, Softmax
 
 REQUESTS = [request for cls in kernels.ALL for request in spec_variants(cls)]
 
@@ -134,6 +134,20 @@ def test_fp8_on_sm89_needs_ptx_isa_81():
         render(Fp8Quant(), "sm_89")
     target = Target(89, ptx_version=(8, 1))
     assert compile_ptx(render(Fp8Quant(), target), target).cubin
+
+
+@pytest.mark.parametrize("spec", [Fp8Quant(), RMSNormQuant(hidden=4096), SiluMulQuant(d=4096)],
+                         ids=lambda spec: type(spec).__name__)
+def test_fp8_kernels_on_sm89_name_the_ptx_isa_they_need(spec):
+    """Each FP8 kernel's sm_89 refusal gives the same message, with the Python spelling of
+    the target it needs, and that target renders."""
+    name = type(spec).__name__
+    with pytest.raises(UnsupportedTargetError) as info:
+        render(spec, "sm_89")
+    assert str(info.value).endswith(
+        f" for sm_89: {name}: cvt.rn.satfinite.e4m3x2.f32 needs sm_90 or newer, or sm_89 with "
+        "PTX ISA 8.1 or newer (in Python, Target(89, ptx_version=(8, 1)))")
+    assert ".version 8.1" in render(spec, Target(89, ptx_version=(8, 1)))
 
 
 def test_unknown_ptx_isa_is_a_target_error():

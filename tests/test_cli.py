@@ -148,6 +148,20 @@ def test_errors_are_one_line(capsys, argv, message):
     assert message in assert_one_error_line(err, f"specdsl {argv[0]}: error: ")
 
 
+@pytest.mark.parametrize("argv", [
+    ["render", "fp8quant", "--target", "sm_89"],
+    ["diff", "fp8quant", "hidden=4096", "--", "hidden=8192", "--target", "sm_89"],
+])
+def test_a_request_the_target_cannot_run_is_named_in_cli_words(capsys, argv):
+    """The refused request reads as the words that would ask for it again, not a Python repr."""
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err == (f"specdsl {argv[0]}: error: fp8quant dtype=bf16 hidden=4096 "
+                   "scale_mode=dynamic static_scale=none block=256 for sm_89: Fp8Quant: "
+                   "cvt.rn.satfinite.e4m3x2.f32 needs sm_90 or newer, or sm_89 with PTX ISA "
+                   "8.1 or newer (in Python, Target(89, ptx_version=(8, 1)))\n")
+
+
 @pytest.mark.parametrize("argv, line", [
     ([], "specdsl: error: the following arguments are required: COMMAND"),
     (["nosuch"], "specdsl: error: argument COMMAND: invalid choice: 'nosuch'"),
@@ -326,6 +340,36 @@ def test_verify_pinned_variants_check_the_applications_requests(capsys):
     assert code == 0 and len(checked) == 6
     for (dtype, fused), block in checked.items():
         assert block == RMSNorm(hidden=2048, dtype=dtype, fused_residual=fused).block
+
+
+def test_variants_left_out_by_pins_are_noted(capsys, tmp_path):
+    """render --variants notes on stderr how many variants the pins leave out, and why."""
+    code, out, err = run(capsys, "render", "rmsnorm", "l2_evict_last=true", "--variants",
+                         "--out", str(tmp_path))
+    assert code == 0 and len(out.split()) == 14
+    assert err == ("specdsl render: note: rmsnorm l2_evict_last=true --variants: 22 of 36 "
+                   "variants left out as invalid, e.g. RMSNorm.l2_evict_last = True is "
+                   "invalid: expected False for hidden=4100 bf16: the policy applies to rows "
+                   "of whole 16-byte vectors (hidden a multiple of 8), and this row moves in "
+                   "8-byte vectors\n")
+
+
+def test_verify_notes_variants_left_out_by_pins(capsys):
+    """verify --variants prints the same note, one a spec, and keeps its exit status."""
+    code, out, err = run(capsys, "verify", "softmax", "cols=4097", "--variants",
+                         "vectoradd", "dtype=f16")
+    assert code == 0 and out.rstrip().endswith("4 passed, 0 failed")
+    assert err == ("specdsl verify: note: softmax cols=4097 --variants: 9 of 30 variants "
+                   "left out as invalid, e.g. Softmax.split = 8 is invalid: expected a split "
+                   "of the row into equal whole 2-byte vectors (cols=4097 of bf16 is 4097 "
+                   "vectors)\n")
+
+
+def test_pins_that_leave_every_variant_valid_print_no_note(capsys, tmp_path):
+    """rmsnorm hidden=4097 --variants leaves no variant out: nothing on stderr."""
+    code, out, err = run(capsys, "render", "rmsnorm", "hidden=4097", "--variants",
+                         "--out", str(tmp_path))
+    assert code == 0 and len(out.split()) == 6 and err == ""
 
 
 def test_variants_pin_a_required_field_without_variants(capsys, module_dir):

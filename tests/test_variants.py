@@ -15,6 +15,7 @@ from specdsl._review.variants import (
     pinned_variants,
     representative_request,
     spec_variants,
+    split_pinned_variants,
 )
 from specdsl._spec.values import field_members
 from specdsl.errors import SpecDefinitionError
@@ -161,6 +162,20 @@ def test_pinned_variants_set_fields_and_drop_invalid(templates):
     with pytest.raises(SpecError, match=r"no variant of Varied is valid with "
                                         r"\{'n': 8, 'wide': True\}"):
         pinned_variants(cls, {"n": 8, "wide": True})
+
+
+def test_split_pinned_variants_gives_those_left_out_and_why(templates):
+    """split_pinned_variants keeps pinned_variants' requests and names each one left out."""
+    def check(instance, attribute, value):
+        if instance.wide and value > 4:
+            raise ValueError("wide needs n <= 4")
+
+    cls = spec_class(templates, {
+        "wide": (bool, baked(False)), "n": (int, baked(1, validator=check))})
+    split = split_pinned_variants(cls, {"n": 8})
+    assert split.requests == pinned_variants(cls, {"n": 8}) and split.total == 2
+    assert [(r.values, r.message) for r in split.refused] == [
+        ({"wide": True}, "Varied.n = 8 is invalid: wide needs n <= 4")]
 
 
 def test_representative_request_is_the_default_or_the_first_variant(templates):

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .._spec.target import Target
-from ..errors import SpecdslError, UnreadFieldWarning
+from ..errors import SpecdslError, UnreadFieldWarning, UnsupportedTargetError
 from .notices import apply_warning_options, check_environment, one_line_warnings
 from .user_modules import describe_exception, in_specdsl
 
@@ -328,6 +328,11 @@ def _run(args: argparse.Namespace) -> int:
             return status
     except UsageError as exc:
         return _error(exc.prog, str(exc))
+    except UnsupportedTargetError as exc:  # the request in command-line words, not a repr
+        if exc.request is None or exc.target is None:
+            return _error(prog, str(exc))
+        from .._review.requests import format_request  # only here: keeps `--help` light
+        return _error(prog, f"{format_request(exc.request)} for {exc.target}: {exc.reason}")
     except SpecdslError as exc:
         return _error(prog, str(exc))
     except OSError as exc:  # an --out folder that cannot be written, a full disk

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +24,12 @@ from .._review.requests import (
     build_request,
     builtin_specs,
     format_request,
+    format_value,
     parse_assignments,
     parse_request,
     spec_name,
 )
-from .._review.variants import pinned_variants, representative_request
+from .._review.variants import PinnedVariants, representative_request, split_pinned_variants
 from .._review.verify import Verified, verify_request
 from .._runtime.compile import MAX_REGISTERS, MIN_REGISTERS, CompileOptions
 from .._spec.target import Target
@@ -58,9 +60,11 @@ def split_requests(words: Sequence[str]) -> list[tuple[str, list[str]]]:
     return groups
 
 
-def collect_requests(words: Sequence[str], *, variants: bool, target: Target) -> list[Any]:
+def collect_requests(words: Sequence[str], *, variants: bool,
+                     target: Target) -> tuple[list[Any], list[str]]:
     """The requests named by CLI words, or with ``variants`` each spec's variants with
-    those fields pinned (:func:`specdsl._review.variants.pinned_variants`).
+    those fields pinned (:func:`specdsl._review.variants.split_pinned_variants`), and the
+    notes to print: one a spec whose pinned fields leave variants out.
 
     A SPEC without field words stands for :func:`~specdsl._review.variants.representative_request`.
     Requests that share a derived key (they differ only in launch fields) are kept once,
@@ -70,15 +74,29 @@ def collect_requests(words: Sequence[str], *, variants: bool, target: Target) ->
         SpecError: an unknown spec or field, or an invalid value.
     """
     requests: list[Any] = []
+    notes: list[str] = []
     for name, assignments in split_requests(words):
         cls = resolve_spec(name)
         if variants:
-            requests.extend(pinned_variants(cls, parse_assignments(cls, assignments)))
+            pinned = parse_assignments(cls, assignments)
+            split = split_pinned_variants(cls, pinned)
+            requests.extend(split.requests)
+            if pinned and split.refused:
+                notes.append(_left_out_note(cls, pinned, split))
         elif assignments:
             requests.append(parse_request(cls, assignments))
         else:
             requests.append(representative_request(cls))
-    return unique(requests, key=lambda request: derived_key(request, target))
+    return unique(requests, key=lambda request: derived_key(request, target)), notes
+
+
+def _left_out_note(cls: type, pinned: dict[str, Any], split: PinnedVariants) -> str:
+    """``rmsnorm l2_evict_last=true --variants: 22 of 36 variants left out as invalid,
+    e.g. <the first validator message>``."""
+    words = [spec_name(cls)] + [f"{name}={format_value(value)}" for name, value in pinned.items()]
+    return (f"{' '.join(shlex.quote(word) for word in words)} --variants: "
+            f"{len(split.refused)} of {split.total} variants left out as invalid, "
+            f"e.g. {split.refused[0].message}")
 
 
 def _label(request: Any) -> str:
@@ -104,7 +122,10 @@ def command_render(args: argparse.Namespace) -> int:
         return OK
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(prog, f"--out {args.out!r} is a file: give a folder (made if missing)")
-    requests = collect_requests(args.request, variants=args.variants, target=args.target)
+    requests, notes = collect_requests(args.request, variants=args.variants,
+                                       target=args.target)
+    for note in notes:
+        print(f"{prog}: note: {note}", file=sys.stderr)
     try:  # the folder is made only now, once every request is understood
         written = write_renders(requests, args.target, Path(args.out))
     except OSError as exc:
@@ -232,7 +253,9 @@ def command_verify(args: argparse.Namespace) -> int:
     options = CompileOptions(lineinfo=args.lineinfo, max_registers=count, debug=args.debug)
     target = args.target
     words = list(args.request) or list(builtin_specs())
-    requests = collect_requests(words, variants=args.variants, target=target)
+    requests, notes = collect_requests(words, variants=args.variants, target=target)
+    for note in notes:
+        print(f"{args.verb_parser.prog}: note: {note}", file=sys.stderr)
     progress = len(requests) > 1 and sys.stderr.isatty()
     results = []
     for index, request in enumerate(requests, 1):

@@ -64,8 +64,8 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
     try:
         text = info.env.get_template(info.template).render(context)
     except UnsupportedTargetError as exc:
-        raise UnsupportedTargetError(f"{spec!r} for {context['target']}: {exc}",
-                                     exc.reason) from None
+        raise UnsupportedTargetError(f"{spec!r} for {context['target']}: {exc}", exc.reason,
+                                     request=spec, target=str(context['target'])) from None
     except RenderError as exc:
         raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
     except jinja2.TemplateError as exc:

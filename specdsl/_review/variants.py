@@ -36,7 +36,8 @@ from .._spec.values import field_members, unique, value_identity
 from ..errors import SpecDefinitionError, SpecError
 
 __all__ = ["VARIANTS_ATTRIBUTE", "MAX_VARIANTS", "spec_variants", "pinned_variants",
-           "default_request", "representative_request", "field_members"]
+           "split_pinned_variants", "PinnedVariants", "Refused", "default_request",
+           "representative_request", "field_members"]
 
 #: The class attribute or classmethod that declares a spec's variants.
 VARIANTS_ATTRIBUTE = "variants"
@@ -188,7 +189,7 @@ def pinned_variants(cls: type, pinned: Mapping[str, Any]) -> tuple[Any, ...]:
     ones, so defaults computed from other fields follow the pinned values. A spec without
     ``variants`` varies its finite baked fields other than the pinned ones, and a pinned
     value may supply a field that has no default. Variants the pinned values make invalid
-    are left out.
+    are left out (:func:`split_pinned_variants` also gives those and why).
 
     Args:
         cls: a :func:`~specdsl.kernel_spec` class.
@@ -196,6 +197,52 @@ def pinned_variants(cls: type, pinned: Mapping[str, Any]) -> tuple[Any, ...]:
 
     Returns:
         A non-empty tuple of requests, in the order of the variants, duplicates removed.
+
+    Raises:
+        TypeError: ``cls`` is not a kernel spec.
+        SpecError: no variant is valid with the pinned values (the last validator message
+            says why); a declared variant with an invalid value (when nothing is pinned);
+            or, without ``variants``, a field with no default that is not pinned.
+        SpecDefinitionError: a malformed ``variants``, or more than ``MAX_VARIANTS``.
+    """
+    return split_pinned_variants(cls, pinned).requests
+
+
+@attrs.frozen
+class Refused:
+    """A variant left out: the field values it names, before the pins apply, and the
+    validator's message."""
+
+    values: Mapping[str, Any]
+    message: str
+
+
+@attrs.frozen
+class PinnedVariants:
+    """The variants of a spec with fields pinned, split into those kept and those left out.
+
+    Attributes:
+        requests: the valid requests, in the order of the variants, duplicates removed.
+        refused: the variants found invalid, in order.
+        total: how many variants there were before any was left out or merged.
+    """
+
+    requests: tuple[Any, ...]
+    refused: tuple[Refused, ...]
+    total: int
+
+
+def split_pinned_variants(cls: type, pinned: Mapping[str, Any]) -> PinnedVariants:
+    """:func:`pinned_variants`, with the variants it leaves out and why.
+
+    Args:
+        cls: a :func:`~specdsl.kernel_spec` class.
+        pinned: ``{field: value}``, values as a constructor takes them.
+
+    Returns:
+        The requests :func:`pinned_variants` returns, the variants invalid with the pinned
+        values (without ``variants``, also the members a field's validator refuses), and
+        the number of variants.
 
     Raises:
         TypeError: ``cls`` is not a kernel spec.
@@ -218,7 +265,7 @@ def pinned_variants(cls: type, pinned: Mapping[str, Any]) -> tuple[Any, ...]:
     # a declared variant that is invalid as written is a broken declaration; one that the
     # pinned values (or, without variants, the field's validator) refuse is left out
     strict = declared is not None and not pinned
-    requests, last_error = [], None
+    requests, refused = [], []
     for index, item in enumerate(items):
         if isinstance(item, cls):
             requests.append(item)
@@ -230,8 +277,9 @@ def pinned_variants(cls: type, pinned: Mapping[str, Any]) -> tuple[Any, ...]:
         except SpecError as exc:
             if strict:
                 raise SpecError(f"{where} item {index}: {exc}") from None
-            last_error = exc
+            refused.append(Refused(dict(item), str(exc)))
     if not requests:
         with_pins = f" with {dict(pinned)!r}" if pinned else ""
-        raise SpecError(f"no variant of {cls.__qualname__} is valid{with_pins}: {last_error}")
-    return tuple(unique(requests, key=lambda r: r))
+        raise SpecError(f"no variant of {cls.__qualname__} is valid{with_pins}: "
+                        f"{refused[-1].message}")
+    return PinnedVariants(tuple(unique(requests, key=lambda r: r)), tuple(refused), len(items))
