@@ -67,7 +67,7 @@ def rows(torch, device: str) -> dict[str, object]:
     eps, shape = 1e-6, (1, 4096)
     op, fused_op = torch.ops.specdsl.rms_norm.default, torch.ops.specdsl.fused_add_rms_norm.default
     functional = torch.nn.functional.rms_norm
-    key = (x.shape, x.dtype, weight.shape, weight.dtype, eps)
+    key = (x.shape, x.dtype, weight.shape, weight.dtype, eps, False)  # no l2_evict_last
     sd.rms_norm(x, weight, eps)  # makes the plan and binds the launcher
     plan = _norm._RMS_NORM_PLANS[key]
     out = torch.empty_like(x)
@@ -84,17 +84,19 @@ def rows(torch, device: str) -> dict[str, object]:
             lambda: sd.fused_add_rms_norm(x, residual, weight, eps),
         "torch.ops.specdsl.fused_add_rms_norm (op path)":
             lambda: fused_op(x, residual, weight, eps),
+        "step: argument check _validate.flag(l2_evict_last)": lambda: _validate.flag(
+            "op", "l2_evict_last", False),
         "step: gate _eager.plain(x, weight)": lambda: _eager.plain(x, weight),
         "step: implementation _rms_norm(x, weight, eps)": lambda: _norm._rms_norm(x, weight, eps),
         "step:   plan key and lookup": lambda: _norm._RMS_NORM_PLANS.get(
-            (x.shape, x.dtype, weight.shape, weight.dtype, eps)),
+            (x.shape, x.dtype, weight.shape, weight.dtype, eps, False)),
         "step:   _validate.placed(x, weight)": lambda: _validate.placed(x, weight),
         "step:   torch.empty_like(x)": lambda: torch.empty_like(x),
         "step:   _runtime.launch (lookup, launcher)": lambda: _runtime.launch(
             plan, (x, weight, out, 1), index),
         "step: version bump increment_version(residual)": lambda: increment_version(residual),
         "step: full checks (a combination's first call)": lambda: _norm._plan(
-            _norm._RMS_NORM, x, weight, None, eps),
+            _norm._RMS_NORM, x, weight, None, eps, False),
         "gate: torch.compiler.is_compiling()": torch.compiler.is_compiling,
         "gate: torch._C._len_torch_dispatch_stack()": dispatch,
         "gate: torch._C._is_torch_function_mode_enabled()": function_modes,

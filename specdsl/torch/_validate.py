@@ -26,7 +26,7 @@ from ..errors import LaunchError, SpecError
 from ..kernels.fp8_quant import GROUP_SIZE
 
 __all__ = ["FLOAT_DTYPES", "float_tensor", "same_dtype", "same_device", "on_cuda",
-           "disjoint", "overlap", "concrete", "request", "static_scale", "scale_mode",
+           "disjoint", "overlap", "concrete", "request", "static_scale", "scale_mode", "flag",
            "Plan", "Plans", "plan", "placed"]
 
 #: The element types of the built-in kernels' activations.
@@ -79,6 +79,18 @@ def static_scale(op: str, scale: Any, x: torch.Tensor) -> None:
                           f"{tuple(scale.shape)}; expected one torch.float32 value (a "
                           f"static scale; leave scale=None for dynamic per-token scales)")
     same_device(op, x=x, scale=scale)
+
+
+def flag(op: str, name: str, value: Any) -> None:
+    """``value`` is True or False. Checked before the op's dispatcher, which would take 1,
+    None or a one-element tensor for a bool argument, and before the plans, whose keys
+    cannot tell 1 from True.
+
+    Raises:
+        SpecError: anything else.
+    """
+    if type(value) is not bool:
+        raise SpecError(f"{op}: {name} = {value!r} is invalid: expected True or False")
 
 
 def scale_mode(op: str, scale: Any, group_size: Any) -> str:

@@ -56,16 +56,19 @@ def dtype_of(dtype: torch.dtype) -> DType:
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def rms_norm(hidden: int, eps: float, dtype: torch.dtype,
-             fused_residual: bool = False) -> RMSNorm:
+def rms_norm(hidden: int, eps: float, dtype: torch.dtype, fused_residual: bool = False,
+             l2_evict_last: bool = False) -> RMSNorm:
     """The :class:`~specdsl.kernels.RMSNorm` for rows of ``hidden`` elements of ``dtype``."""
-    return RMSNorm(hidden=hidden, eps=eps, dtype=dtype_of(dtype), fused_residual=fused_residual)
+    return RMSNorm(hidden=hidden, eps=eps, dtype=dtype_of(dtype), fused_residual=fused_residual,
+                   l2_evict_last=l2_evict_last)
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def softmax(cols: int, scale: float, dtype: torch.dtype, split: int = 1) -> Softmax:
+def softmax(cols: int, scale: float, dtype: torch.dtype, split: int = 1,
+            l2_evict_last: bool = False) -> Softmax:
     """The :class:`~specdsl.kernels.Softmax` for rows of ``cols`` elements, ``split`` CTAs a row."""
-    return Softmax(cols=cols, scale=scale, dtype=dtype_of(dtype), split=split)
+    return Softmax(cols=cols, scale=scale, dtype=dtype_of(dtype), split=split,
+                   l2_evict_last=l2_evict_last)
 
 
 def softmax_split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> int:
@@ -123,11 +126,12 @@ _Mode = Literal["dynamic", "static", "group"]
 
 @functools.lru_cache(maxsize=_KEPT)
 def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: bool,
-                   scale_mode: str) -> RMSNormQuant:
+                   scale_mode: str, l2_evict_last: bool = False) -> RMSNormQuant:
     """The :class:`~specdsl.kernels.RMSNormQuant` for rows of ``hidden``, with scales of
     ``scale_mode`` (``"dynamic"``, ``"static"`` or ``"group"``)."""
     return RMSNormQuant(hidden=hidden, eps=eps, dtype=dtype_of(dtype),
-                        fused_residual=fused_residual, scale_mode=cast(_Mode, scale_mode))
+                        fused_residual=fused_residual, scale_mode=cast(_Mode, scale_mode),
+                        l2_evict_last=l2_evict_last)
 
 
 @functools.lru_cache(maxsize=_KEPT)
