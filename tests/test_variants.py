@@ -150,14 +150,19 @@ def test_more_than_max_variants_are_refused(templates, monkeypatch):
         spec_variants(cls)
 
 
-def test_pinned_variants_set_fields_and_drop_invalid(templates):
-    """Pinning a field sets it on every variant; combinations it makes invalid drop out."""
+def _wide_or_narrow(templates):
+    """A spec of two fields whose validator refuses wide=True with n > 4."""
     def check(instance, attribute, value):
         if instance.wide and value > 4:
             raise ValueError("wide needs n <= 4")
 
-    cls = spec_class(templates, {
+    return spec_class(templates, {
         "wide": (bool, baked(False)), "n": (int, baked(1, validator=check))})
+
+
+def test_pinned_variants_set_fields_and_drop_invalid(templates):
+    """Pinning a field sets it on every variant; combinations it makes invalid drop out."""
+    cls = _wide_or_narrow(templates)
     assert [(r.wide, r.n) for r in pinned_variants(cls, {"n": 8})] == [(False, 8)]
     with pytest.raises(SpecError, match=r"no variant of Varied is valid with "
                                         r"\{'n': 8, 'wide': True\}"):
@@ -166,12 +171,7 @@ def test_pinned_variants_set_fields_and_drop_invalid(templates):
 
 def test_split_pinned_variants_gives_those_left_out_and_why(templates):
     """split_pinned_variants keeps pinned_variants' requests and names each one left out."""
-    def check(instance, attribute, value):
-        if instance.wide and value > 4:
-            raise ValueError("wide needs n <= 4")
-
-    cls = spec_class(templates, {
-        "wide": (bool, baked(False)), "n": (int, baked(1, validator=check))})
+    cls = _wide_or_narrow(templates)
     split = split_pinned_variants(cls, {"n": 8})
     assert split.requests == pinned_variants(cls, {"n": 8}) and split.total == 2
     assert [(r.values, r.message) for r in split.refused] == [

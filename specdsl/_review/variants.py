@@ -245,11 +245,7 @@ def split_pinned_variants(cls: type, pinned: Mapping[str, Any]) -> PinnedVariant
         the number of variants.
 
     Raises:
-        TypeError: ``cls`` is not a kernel spec.
-        SpecError: no variant is valid with the pinned values (the last validator message
-            says why); a declared variant with an invalid value (when nothing is pinned);
-            or, without ``variants``, a field with no default that is not pinned.
-        SpecDefinitionError: a malformed ``variants``, or more than ``MAX_VARIANTS``.
+        TypeError, SpecError, SpecDefinitionError: as :func:`pinned_variants`.
     """
     spec_info(cls)
     where = f"{cls.__qualname__}.{VARIANTS_ATTRIBUTE}"
