@@ -140,6 +140,8 @@ def test_malformed_module_name_is_one_plain_line(capsys, name):
      "VectorAdd.dtype must be a DType, one of 'f32', 'f16', 'bf16' (got 'fp99', a str)"),
     (["render", "no.such.module:X"], "cannot import module 'no.such.module'"),
     (["render", "vectoradd", "dtype=bf16", "--target", "sm_80"], "needs sm_90 or newer"),
+    (["render", "rmsnorm", "hidden=4096", "l2_evict_last=y"], "RMSNorm.l2_evict_last must be "
+     "a bool: true or false (or 1/0, yes/no, on/off, in any case; got 'y')"),
 ])
 def test_errors_are_one_line(capsys, argv, message):
     """Bad input gives one line on stderr and exit status 2, not a traceback."""
@@ -359,10 +361,31 @@ def test_verify_notes_variants_left_out_by_pins(capsys):
     code, out, err = run(capsys, "verify", "softmax", "cols=4097", "--variants",
                          "vectoradd", "dtype=f16")
     assert code == 0 and out.rstrip().endswith("4 passed, 0 failed")
-    assert err == ("specdsl verify: note: softmax cols=4097 --variants: 9 of 30 variants "
+    assert err == ("specdsl verify: note: softmax cols=4097 --variants: 3 of 9 variants "
                    "left out as invalid, e.g. Softmax.split = 8 is invalid: expected a split "
                    "of the row into equal whole 2-byte vectors (cols=4097 of bf16 is 4097 "
                    "vectors)\n")
+
+
+def test_the_note_counts_variants_with_the_pins_applied(capsys):
+    """Variants that the pins make twins count once: with dtype=f16 pinned, RMSNorm's 36
+    variants are 12 (hidden x fused_residual), of which l2_evict_last=true refuses 8."""
+    code, out, err = run(capsys, "verify", "rmsnorm", "dtype=f16", "l2_evict_last=true",
+                         "--variants")
+    assert code == 0 and "verify: 4 request(s) for sm_90" in out
+    assert err.startswith("specdsl verify: note: rmsnorm dtype=f16 l2_evict_last=true "
+                          "--variants: 8 of 12 variants left out as invalid, e.g. ")
+
+
+def test_no_valid_variant_names_a_refusal_of_the_pins(capsys):
+    """When the pins leave nothing, the error quotes the first refusal, which names them."""
+    code, out, err = run(capsys, "verify", "softmax", "split=2", "l2_evict_last=true",
+                         "--variants")
+    assert (code, out) == (2, "")
+    assert err == ("specdsl verify: error: no variant of Softmax is valid with {'split': 2, "
+                   "'l2_evict_last': True} (21 refused), e.g. Softmax.l2_evict_last = True is "
+                   "invalid: expected False for cols=4096 bf16 with split=2: the policy "
+                   "applies to rows on one CTA\n")
 
 
 def test_pins_that_leave_every_variant_valid_print_no_note(capsys, tmp_path):

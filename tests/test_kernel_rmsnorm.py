@@ -628,8 +628,8 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(hidden, dtype, fused, 
     (dict(hidden=4096, min_ctas_per_sm=0), "RMSNorm.min_ctas_per_sm = 0 is invalid"),
     (dict(hidden=131072, l2_evict_last=True),
      "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=131072 bf16: a row "
-     "longer than the registers hold (2 chunks on 1024 threads) takes two passes with L2 "
-     "policies of their own"),
+     "longer than the registers hold (2 chunks on 1024 threads, which hold 65536 elements) "
+     "takes two passes with L2 policies of their own"),
     (dict(hidden=4097, l2_evict_last=True),
      "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=4097 bf16: the policy "
      "applies to rows of whole 16-byte vectors (hidden a multiple of 8), and this row is "

@@ -88,6 +88,43 @@ def test_anything_but_a_bool_refused(fake, name, value):
         _CALLS[name](4096, value)
 
 
+@pytest.mark.parametrize("value,taken", [(1, True), (0.5, True), (np.bool_(True), True),
+                                         (0, False), (None, False)])
+def test_an_op_called_directly_takes_what_torch_makes_a_bool(fake, value, taken):
+    """The op itself sees torch's bool: 1 asks for the policy (refused on a row of 4097),
+    None for none (accepted), as docs/torch.md says."""
+    def call():
+        return torch.ops.specdsl.rms_norm.default(cuda(4, 4097), cuda(4097), 1e-6,
+                                                  l2_evict_last=value)
+
+    if taken:
+        with pytest.raises(SpecError, match=r"RMSNorm\.l2_evict_last = True is invalid"):
+            call()
+    else:
+        assert call().shape == (4, 4097)
+
+
+def test_softmax_op_scale_defaults_to_one():
+    """The op's schema gives scale the public function's default."""
+    scale = torch.ops.specdsl.softmax.default._schema.arguments[1]
+    assert (scale.name, scale.default_value) == ("scale", 1.0)
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_compile_refuses_a_non_bool(fullgraph):
+    """Under torch.compile the Python function's check runs in Dynamo's trace: without
+    fullgraph the SpecError reaches the caller; with it, Dynamo's Unsupported quotes it."""
+    from torch._dynamo.exc import Unsupported
+
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, w: sd.rms_norm(x, w, 1e-5, l2_evict_last=1),
+                             fullgraph=fullgraph, backend="eager")
+    with pytest.raises(Unsupported if fullgraph else SpecError) as caught:
+        compiled(torch.randn(4, 256), torch.ones(256))
+    assert "specdsl.torch.rms_norm: l2_evict_last = 1 is invalid: expected True or False" in str(
+        caught.value)
+
+
 @pytest.mark.parametrize("name", sorted(_CALLS))
 def test_fake_takes_rows_of_whole_vectors(fake, name):
     """hidden 4096 bf16 traces with the policy: outputs shaped as without it."""
@@ -100,8 +137,10 @@ def test_fake_takes_rows_of_whole_vectors(fake, name):
     ("rms_norm", 4097, "RMSNorm", r"hidden=4097 bf16: the policy applies to rows of whole "
      r"16-byte vectors \(hidden a multiple of 8\), and this row is walked in a window"),
     ("fused_add_rms_norm", 131072, "RMSNorm", r"hidden=131072 bf16: a row longer than the "
-     r"registers hold \(4 chunks on 1024 threads\) takes two passes"),
-    ("softmax", 131072, "Softmax", r"cols=131072 bf16: a row longer than the registers hold"),
+     r"registers hold \(4 chunks on 1024 threads, which hold 65536 elements\) takes two "
+     r"passes"),
+    ("softmax", 131072, "Softmax", r"cols=131072 bf16: a row longer than the registers hold "
+     r"\(2 chunks on 1024 threads, which hold 65536 elements\)"),
     ("softmax", 4100, "Softmax", r"cols=4100 bf16: .* moves in 8-byte vectors"),
     ("rms_norm_quant", 4100, "RMSNormQuant", r"hidden=4100 bf16: .* moves in 8-byte vectors"),
     ("fused_add_rms_norm_quant", 4100, "RMSNormQuant", r"hidden=4100 bf16: .* 8-byte vectors"),

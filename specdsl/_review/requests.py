@@ -82,7 +82,8 @@ def _parse_value(owner: str, name: str, tp: Any, text: str) -> Any:
             return True
         if lowered in ("0", "false", "no", "off"):
             return False
-        raise SpecError(f"{owner}.{name} must be a bool (true/false) (got {text!r})")
+        raise SpecError(f"{owner}.{name} must be a bool: true or false (or 1/0, yes/no, "
+                        f"on/off, in any case; got {text!r})")
     if tp is int:
         try:
             return int(text, 0)

@@ -200,7 +200,7 @@ def pinned_variants(cls: type, pinned: Mapping[str, Any]) -> tuple[Any, ...]:
 
     Raises:
         TypeError: ``cls`` is not a kernel spec.
-        SpecError: no variant is valid with the pinned values (the last validator message
+        SpecError: no variant is valid with the pinned values (the first validator message
             says why); a declared variant with an invalid value (when nothing is pinned);
             or, without ``variants``, a field with no default that is not pinned.
         SpecDefinitionError: a malformed ``variants``, or more than ``MAX_VARIANTS``.
@@ -210,8 +210,8 @@ def pinned_variants(cls: type, pinned: Mapping[str, Any]) -> tuple[Any, ...]:
 
 @attrs.frozen
 class Refused:
-    """A variant left out: the field values it names, before the pins apply, and the
-    validator's message."""
+    """A variant left out: the field values tried (the variant's with the pins applied)
+    and the validator's message."""
 
     values: Mapping[str, Any]
     message: str
@@ -224,7 +224,8 @@ class PinnedVariants:
     Attributes:
         requests: the valid requests, in the order of the variants, duplicates removed.
         refused: the variants found invalid, in order.
-        total: how many variants there were before any was left out or merged.
+        total: how many distinct variants there were with the pins applied (two variants
+            that differ only in a pinned field are one), before any was left out.
     """
 
     requests: tuple[Any, ...]
@@ -261,21 +262,27 @@ def split_pinned_variants(cls: type, pinned: Mapping[str, Any]) -> PinnedVariant
     # a declared variant that is invalid as written is a broken declaration; one that the
     # pinned values (or, without variants, the field's validator) refuse is left out
     strict = declared is not None and not pinned
-    requests, refused = [], []
+    requests, refused, tried = [], [], set()
     for index, item in enumerate(items):
         if isinstance(item, cls):
+            tried.add(item)
             requests.append(item)
             continue
+        values = {**item, **pinned}
+        combination = tuple(sorted((name, value_identity(v)) for name, v in values.items()))
+        if combination in tried:  # the pins made it another variant's twin
+            continue
+        tried.add(combination)
         try:
-            requests.append(cls(**{**item, **pinned}))
+            requests.append(cls(**values))
         except TypeError as exc:  # an unknown or missing field
             raise SpecDefinitionError(f"{where} item {index} {dict(item)!r}: {exc}") from None
         except SpecError as exc:
             if strict:
                 raise SpecError(f"{where} item {index}: {exc}") from None
-            refused.append(Refused(dict(item), str(exc)))
+            refused.append(Refused(values, str(exc)))
     if not requests:
         with_pins = f" with {dict(pinned)!r}" if pinned else ""
-        raise SpecError(f"no variant of {cls.__qualname__} is valid{with_pins}: "
-                        f"{refused[-1].message}")
-    return PinnedVariants(tuple(unique(requests, key=lambda r: r)), tuple(refused), len(items))
+        raise SpecError(f"no variant of {cls.__qualname__} is valid{with_pins} ({len(refused)} "
+                        f"refused), e.g. {refused[0].message}")
+    return PinnedVariants(tuple(unique(requests, key=lambda r: r)), tuple(refused), len(tried))

@@ -180,11 +180,6 @@ def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
     if split > 1:
         raise ValueError(f"expected False for {row} with split={split}: the policy applies to "
                          "rows on one CTA")
-    chunks = getattr(instance, "chunks", 1)
-    if chunks > 1:
-        raise ValueError(f"expected False for {row}: a row longer than the registers hold ({chunks} "
-                         f"chunks on {instance.block} threads) takes two passes with L2 policies "
-                         "of their own")
     windowed = getattr(instance, "windowed", False)
     if windowed or instance.vector_bytes != 16:
         moves = ("is walked in a window" if windowed else
@@ -192,6 +187,13 @@ def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
         raise ValueError(f"expected False for {row}: the policy applies to rows of whole 16-byte "
                          f"vectors ({length} a multiple of {16 // instance.dtype.size}), and this "
                          f"row {moves}")
+    chunks = getattr(instance, "chunks", 1)
+    if chunks > 1:  # rows of 16-byte vectors, so the block holds `most` of them a thread
+        lanes = 16 // instance.dtype.size
+        held = instance.block * most_vectors_per_thread(lanes, instance.dtype) * lanes
+        raise ValueError(f"expected False for {row}: a row longer than the registers hold ({chunks} "
+                         f"chunks on {instance.block} threads, which hold {held} elements) takes "
+                         "two passes with L2 policies of their own")
 
 
 def register_cap(ctas: int, block: int) -> int:

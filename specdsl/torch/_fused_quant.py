@@ -273,10 +273,10 @@ def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
         eps: added to the mean square; a float > 0.
         scale: None, or a static scale as above.
         group_size: None, or 128 for per-group scales (``hidden`` a multiple of 128).
-        l2_evict_last: load ``x`` (and ``residual``) under an L2 evict_last policy, as
-            :func:`rms_norm` (the same codes and scales; on the H200, 1.3% faster alone
-            with the residual, level without it). ``hidden`` a multiple of 8 (f16/bf16)
-            or of 4 (f32).
+        l2_evict_last: load ``x`` under an L2 evict_last policy
+            (:func:`fused_add_rms_norm_quant`: ``x`` and ``residual``), as :func:`rms_norm`:
+            the same codes and scales; on the H200 level alone without the residual, 1.3%
+            faster with it. ``hidden`` a multiple of 8 (f16/bf16) or of 4 (f32).
 
     Returns:
         ``(q, scale)``: ``q`` a new ``torch.float8_e4m3fn`` tensor of x's shape, and the

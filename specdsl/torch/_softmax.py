@@ -32,7 +32,8 @@ def _plan(x: torch.Tensor, scale: float, keep: bool, index: int) -> _validate.Pl
 _PLANS = _validate.Plans()
 
 
-def _softmax(x: torch.Tensor, scale: float, *, l2_evict_last: bool = False) -> torch.Tensor:
+def _softmax(x: torch.Tensor, scale: float = 1.0, *, l2_evict_last: bool = False
+             ) -> torch.Tensor:
     """The implementation of ``specdsl::softmax`` (and of its eager fast path)."""
     index = _validate.placed(x)
     key = (x.shape, x.dtype, scale, l2_evict_last, index)
@@ -45,7 +46,7 @@ def _softmax(x: torch.Tensor, scale: float, *, l2_evict_last: bool = False) -> t
     return out
 
 
-def _softmax_fake(x: torch.Tensor, scale: float, *, l2_evict_last: bool = False
+def _softmax_fake(x: torch.Tensor, scale: float = 1.0, *, l2_evict_last: bool = False
                   ) -> torch.Tensor:
     _validate.float_tensor(_OP_NAME, "x", x)
     if _validate.concrete(x.shape[-1], scale):  # trace time: refuse what a call would refuse
