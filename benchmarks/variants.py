@@ -50,6 +50,12 @@ from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, 
 from specdsl.kernels import RMSNorm  # noqa: E402
 
 
+def _more_ctas(hidden: int, dtype: str) -> range:
+    """CTAs an SM above RMSNorm's default ``1024 // block``, up to 2048 threads an SM."""
+    block = RMSNorm(hidden=hidden, dtype=dtype).block
+    return range(1024 // block + 1, 2048 // block + 1)
+
+
 def _floor(torch: Any) -> list[BenchCase]:
     from specdsl.kernels import VectorAdd, vector_add
 
@@ -250,6 +256,29 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                        *([{"l2_evict_last": True, "min_ctas_per_sm": ctas}] if ctas else []))] + [
         cases_norm._softmax(torch, 16384, cols, **fields)
         for cols in (4096, 8192, 12288, 16384) for fields in ({}, {"l2_evict_last": True})],
+    # l2_evict_last on rows of 2 vectors a thread (320 to 512 threads), with as many CTAs an
+    # SM as 2048 threads allow: does hidden 8192's gain from 4 CTAs carry to other rows?
+    "evict-last-ctas": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields)
+        for dtype, hidden, ctas in (("bf16", 8192, 4), ("f16", 8192, 4), ("f32", 4096, 4),
+                                    ("bf16", 7168, 4), ("bf16", 6144, 5), ("bf16", 5120, 6))
+        for fields in ({}, {"l2_evict_last": True},
+                       {"l2_evict_last": True, "min_ctas_per_sm": ctas},
+                       {"min_ctas_per_sm": ctas})],
+    # rows of 2 vectors a thread (256 to 512 threads) at every CTA count an SM up to 2048
+    # threads that 1024 // block leaves out, with and without l2_evict_last
+    "two-vector-ctas": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields, **keep)
+        for dtype, hidden in (*(("bf16", h) for h in range(4096, 8193, 512)),
+                              ("f32", 2560), ("f32", 3584))
+        for keep in ({}, {"l2_evict_last": True})
+        for fields in ({}, *({"min_ctas_per_sm": ctas} for ctas in _more_ctas(hidden, dtype)))],
+    # the rows TWO_VECTOR_CTAS gives more CTAs an SM, against the 1024 // block of before
+    # (with --peers, --compile: Liger and torch.compile)
+    "two-vector-rows": lambda torch: [
+        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields)
+        for dtype in ("bf16", "f16") for hidden in (5120, 5632, 6656, 7168, 7680)
+        for fields in ({}, {"min_ctas_per_sm": None})],
     # Fp8Quant's CTA size (its dynamic scale is a CTA max, as RMSNormQuant's is)
     "fp8-block": lambda torch: [
         cases_pointwise._fp8_quant(torch, 16384, hidden, block=block)

@@ -17,7 +17,13 @@ from specdsl._cli.main import main
 from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
-from specdsl.kernels.rmsnorm import MAX_HIDDEN, example, packed_row_block, reference
+from specdsl.kernels.rmsnorm import (
+    MAX_HIDDEN,
+    default_min_ctas,
+    example,
+    packed_row_block,
+    reference,
+)
 from windowsim import every_phase, loads_in_array, merged
 
 # Smallest row, an odd LLM size (2880: guarded last sweep), a common one, the largest.
@@ -91,6 +97,38 @@ def test_packed_rows_do_not_spill(hidden, dtype):
     352 and 384), sweeps whole or guarded (all 576 compiled without spills when the rule
     was made; this samples them)."""
     assert_no_spills(assemble(RMSNorm(hidden=hidden, dtype=dtype)))
+
+
+#: The rows TWO_VECTOR_CTAS gives more CTAs an SM: hidden, block, CTAs.
+TWO_VECTOR_ROWS = [(5120, 320, 5), (5632, 352, 5), (6656, 416, 4), (7168, 448, 4), (7680, 480, 4)]
+
+
+def test_rows_of_two_whole_vectors_a_thread_take_more_ctas():
+    """f16/bf16 rows of exactly 2 16-byte vectors a thread on 320 to 480 threads (but 384)
+    take TWO_VECTOR_CTAS; every other row of hidden 4104 to 8192 keeps None: rows whose
+    second vector is guarded, the residual, f32, several rows a CTA, 288, 384 and 512."""
+    for hidden, block, ctas in TWO_VECTOR_ROWS:
+        for dtype in ("bf16", "f16"):
+            spec = RMSNorm(hidden=hidden, dtype=dtype)
+            assert (spec.block, spec.min_ctas_per_sm) == (block, ctas)
+            assert f".minnctapersm {ctas}" in render(spec)
+            assert RMSNorm(hidden=hidden, dtype=dtype, block=block) == spec
+            assert RMSNorm(hidden=hidden, dtype=dtype, fused_residual=True).min_ctas_per_sm is None
+    assert [(hidden, dtype) for hidden in range(4104, 8193, 8) for dtype in ("bf16", "f16", "f32")
+            if RMSNorm(hidden=hidden, dtype=dtype).min_ctas_per_sm is not None] == [
+        (hidden, dtype) for hidden, _, _ in TWO_VECTOR_ROWS for dtype in ("bf16", "f16")]
+    assert default_min_ctas(7168, DType.BF16, 448, False, rows_per_cta=2) is None
+    assert RMSNorm(hidden=7168, min_ctas_per_sm=None).min_ctas_per_sm is None
+
+
+@pytest.mark.parametrize("hidden,dtype", [(h, dt) for h, _, _ in TWO_VECTOR_ROWS
+                                          for dt in ("bf16", "f16")])
+@pytest.mark.parametrize("keep", [False, True])
+def test_rows_of_two_whole_vectors_do_not_spill(hidden, dtype, keep):
+    """At the CTAs TWO_VECTOR_CTAS asks, ptxas keeps them to 32 registers without spills,
+    with and without l2_evict_last."""
+    compiled = assemble(RMSNorm(hidden=hidden, dtype=dtype, l2_evict_last=keep))
+    assert_no_spills(compiled)
 
 
 @pytest.mark.parametrize("dtype,hidden,fused", GRID)
@@ -651,7 +689,9 @@ GPU_TUNED = [(h, dt, fused, fields) for h, dt, fused, fields in TUNED
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("hidden,dtype,fused,fields", GPU_TUNED)
+@pytest.mark.parametrize("hidden,dtype,fused,fields", GPU_TUNED + [
+    (hidden, dtype, False, {"min_ctas_per_sm": None}) for hidden, _, _ in TWO_VECTOR_ROWS
+    for dtype in ("bf16", "f16")])
 def test_gpu_tuning_fields_give_the_default_output(hidden, dtype, fused, fields):
     """On the GPU, each tuning candidate writes y (and s) bit for bit as the default request
     of the same block (the same per-row arithmetic, in the same order), on 7 rows (the last CTA of 2 or 4 rows

@@ -11,6 +11,15 @@ from .._spec.dtype import DType
 from .._spec.fields import baked
 from .._templating import immediates
 from ._checks import FLOAT_DTYPES, one_of
+from ._rmsnorm_geometry import (
+    PACKED_ROW_CTAS,
+    PACKED_ROW_THREADS,
+    PACKED_ROW_VECTORS,
+    TWO_VECTOR_CTAS,
+    default_block,
+    default_min_ctas,
+    packed_row_block,
+)
 from ._rows import (
     cdiv,
     check_length,
@@ -18,19 +27,15 @@ from ._rows import (
     l2_evict_last_field,
     min_ctas_per_sm_field,
     most_vectors_per_thread,
-    row_block,
     row_launch_dims,
     row_vectors,
-    threads_for,
-    vector_elements,
-    vector_registers,
     windowed,
 )
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX",
            "ROWS_PER_CTA", "default_block", "default_min_ctas", "packed_row_block", "PACKED_ROW_THREADS",
-           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS"]
+           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS", "TWO_VECTOR_CTAS"]
 
 #: Most 16-byte vectors of a row one thread keeps in registers (32 registers; narrower
 #: vectors: 16 of 8 bytes, 32 of 4 or 2). A row longer than ``block`` threads hold is
@@ -41,20 +46,6 @@ MAX_HIDDEN = 2**20
 #: The ``rows_per_cta`` default: rows a CTA normalizes together (candidates 2 and 4 are
 #: timed by ``benchmarks/variants.py copy-rate``; see docs/kernels/rmsnorm.md).
 ROWS_PER_CTA = 1
-#: f16/bf16 rows of 16-byte vectors without the residual that the general rule
-#: (:func:`~specdsl.kernels._rows.row_block`) gives this many threads or more at 3 vectors
-#: a thread (hidden 9992 to 12288: 448 to 512 threads, ``.minnctapersm`` 2) take the fewest
-#: warps that hold them at :data:`PACKED_ROW_VECTORS`, with :data:`PACKED_ROW_CTAS` CTAs an SM
-#: (320 to 384 threads). Rows given 384 or 416 threads at 3 (9216, 9728) ran level either
-#: way, so they keep theirs, as do rows at 2 (8192: 512 threads).
-PACKED_ROW_THREADS = 448
-#: 16-byte vectors a thread of a packed row's default block (ptxas for sm_90: 56 to 64
-#: registers, no spills; 5 or 6 on 256 threads, 4 CTAs an SM, ran 1.5 and 0.8% slower at
-#: 10240 and 12288).
-PACKED_ROW_VECTORS = 4
-#: CTAs an SM a packed row's default block must hold (``.minnctapersm``, the
-#: ``min_ctas_per_sm`` default for that block).
-PACKED_ROW_CTAS = 3
 
 
 def _geometry(hidden: int, dtype: DType, block: int, fused: bool,
@@ -74,60 +65,6 @@ def _geometry(hidden: int, dtype: DType, block: int, fused: bool,
         return lanes, vectors, cdiv(vectors, block), 1
     per_thread = most // 2 if fused else most
     return lanes, vectors, per_thread, cdiv(vectors, block * per_thread)
-
-
-def default_block(hidden: int, dtype: DType, window: bool = True,
-                  fused_residual: bool = False) -> int:
-    """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
-
-    See :func:`specdsl.kernels._rows.row_block`: up to 512 threads with 2 to 8 16-byte
-    vectors a thread, 1024 for rows longer than that, which then take chunks. A length
-    that is not a whole number of 16-byte vectors counts the vectors of its window;
-    ``window=False``: of the widest vector dividing ``hidden`` (RMSNormQuant, whose rows
-    move in those). f16/bf16 rows of 16-byte vectors without ``fused_residual`` that this
-    gives :data:`PACKED_ROW_THREADS` threads or more at 3 vectors a thread take
-    :func:`packed_row_block` instead (hidden 10240: 320 threads, not 448; 12288: 384, not
-    512).
-
-    Measured on the H200 (``benchmarks/variants.py rmsnorm-long-rows``, two rounds,
-    16384 rows, bf16, docs/kernels/rmsnorm.md "Packed rows"): hidden 10240, 164.0 us on 320
-    threads x 3 CTAs against 179.5 on 448 (88.3% of the copy rate to 96.7%); 12288, 198.8
-    against 204.9. With the residual, which moves twice the bytes a row, the same blocks
-    ran 0.6 to 1.4% slower, so those rows keep theirs.
-    """
-    packed = None if fused_residual else packed_row_block(hidden, dtype)
-    if packed is not None:
-        return packed
-    lanes, vectors = row_vectors(hidden, dtype, window and windowed(hidden, dtype))
-    return row_block(vectors, vector_registers(lanes, dtype))
-
-
-def packed_row_block(hidden: int, dtype: DType) -> int | None:
-    """The block of an f16/bf16 row of ``hidden`` elements in 16-byte vectors that
-    :func:`~specdsl.kernels._rows.row_block` gives :data:`PACKED_ROW_THREADS` threads or more
-    at 3 vectors a thread: the fewest warps that hold it at
-    :data:`PACKED_ROW_VECTORS` (hidden 9992 to 12288: 320 to 384 threads). None for other
-    rows (f32, narrower vectors, or any other length); rows in a window spilled 12 bytes
-    on such blocks (10241 on 352 threads), so they are not packed rows either."""
-    lanes = vector_elements(hidden, dtype)
-    if dtype.size != 2 or lanes * dtype.size != 16:
-        return None
-    vectors = hidden // lanes
-    plain = row_block(vectors, vector_registers(lanes, dtype))
-    if plain < PACKED_ROW_THREADS or cdiv(vectors, plain) != PACKED_ROW_VECTORS - 1:
-        return None
-    return threads_for(vectors, PACKED_ROW_VECTORS)
-
-
-def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool) -> int | None:
-    """CTAs an SM must hold (``.minnctapersm``, the ``min_ctas_per_sm`` default):
-    :data:`PACKED_ROW_CTAS` for a packed row (:func:`packed_row_block`) on the packed
-    block, given or defaulted (so that naming the default block gives the default
-    request), without the residual; else None (``1024 // block``, which is 2 for 352 and 384 threads:
-    the rule's blocks were measured at 3)."""
-    if fused_residual or packed_row_block(hidden, dtype) != block:
-        return None
-    return PACKED_ROW_CTAS
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
@@ -167,7 +104,8 @@ def _default_min_ctas(spec: Any) -> int | None:
     validator says why)."""
     if not isinstance(spec.hidden, int) or spec.hidden < 1 or not isinstance(spec.block, int):
         return None
-    return default_min_ctas(spec.hidden, spec.dtype, spec.block, spec.fused_residual)
+    return default_min_ctas(spec.hidden, spec.dtype, spec.block, spec.fused_residual,
+                            spec.rows_per_cta)
 
 
 def _default_rows_per_cta(spec: Any) -> int:
@@ -232,8 +170,10 @@ class RMSNorm:
             ISA "Performance-Tuning Directives"): ptxas then keeps to
             :func:`~specdsl.kernels._rows.register_cap` registers a thread (the PTX comment
             says how many); None: ``1024 // block``. The default is None, or
-            :data:`PACKED_ROW_CTAS` for a packed row on the packed block
-            (:func:`default_min_ctas`).
+            :data:`PACKED_ROW_CTAS` for a packed row on the packed block, or
+            :data:`TWO_VECTOR_CTAS` for f16/bf16 hidden 5120, 5632, 6656, 7168 and 7680
+            (exactly 2 vectors a thread on 320 to 480 threads: 1.01x to 1.07x on the H200),
+            without the residual (:func:`default_min_ctas`).
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
         l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
