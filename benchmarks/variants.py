@@ -47,12 +47,14 @@ import cases_pointwise  # noqa: E402
 import numpy as np  # noqa: E402
 from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, measure_case  # noqa: E402
 
-from specdsl.kernels import RMSNorm  # noqa: E402
+from specdsl.kernels import RMSNorm, Softmax  # noqa: E402
 
 
-def _more_ctas(hidden: int, dtype: str) -> range:
-    """CTAs an SM above RMSNorm's default ``1024 // block``, up to 2048 threads an SM."""
-    block = RMSNorm(hidden=hidden, dtype=dtype).block
+def _more_ctas(hidden: int, dtype: str, kernel: type = RMSNorm) -> range:
+    """CTAs an SM above the default ``1024 // block`` of RMSNorm (``hidden``) or Softmax
+    (``cols``), up to 2048 threads an SM."""
+    length = "hidden" if kernel is RMSNorm else "cols"
+    block = kernel(**{length: hidden, "dtype": dtype}).block
     return range(1024 // block + 1, 2048 // block + 1)
 
 
@@ -273,6 +275,17 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                               ("f32", 2560), ("f32", 3584))
         for keep in ({}, {"l2_evict_last": True})
         for fields in ({}, *({"min_ctas_per_sm": ctas} for ctas in _more_ctas(hidden, dtype)))],
+    # Softmax's rows of the same widths at every CTA count an SM up to 2048 threads
+    "softmax-ctas": lambda torch: [
+        cases_norm._softmax(torch, 16384, cols, **fields)
+        for cols in range(4096, 8193, 512)
+        for fields in ({}, *({"min_ctas_per_sm": ctas}
+                             for ctas in _more_ctas(cols, "bf16", Softmax)))],
+    # the rows softmax.MORE_CTAS gives more CTAs an SM, against the 1024 // block of before
+    # (with --peers, --compile: Liger and torch.compile)
+    "softmax-more-ctas": lambda torch: [
+        cases_norm._softmax(torch, 16384, cols, **fields)
+        for cols in (4096, 5120, 5632) for fields in ({}, {"min_ctas_per_sm": None})],
     # the rows TWO_VECTOR_CTAS gives more CTAs an SM, against the 1024 // block of before
     # (with --peers, --compile: Liger and torch.compile)
     "two-vector-rows": lambda torch: [

@@ -610,7 +610,30 @@ TUNED = [(cols, dtype, scale, fields)
     for cols, dtype, scale, fields in (
         (4096, "bf16", 1.0, {}), (8192, "bf16", -0.5, {}), (16384, "bf16", 1.0, {}),
         (2880, "f16", 1.0, {}), (8192, "f32", 1.0, {}), (32768, "bf16", 1.0, {}),
-        (4096, "bf16", 1.0, dict(rows_per_cta=2)))]
+        (4096, "bf16", 1.0, dict(rows_per_cta=2)))] + [
+    # the CTA count of before for the rows MORE_CTAS gives more
+    (cols, dtype, 1.0, dict(min_ctas_per_sm=None))
+    for cols in (4096, 5120, 5632) for dtype in ("bf16", "f16")]
+
+
+@pytest.mark.parametrize("cols,ctas", [(4096, 7), (5120, 6), (5632, 6)])
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_more_ctas_rows_take_them_without_spills(cols, ctas, dtype, keep):
+    """f16/bf16 cols 4096, 5120 and 5632 on their default block take MORE_CTAS CTAs an SM
+    (.minnctapersm), with and without l2_evict_last, and assemble without spills."""
+    spec = Softmax(cols=cols, dtype=dtype, l2_evict_last=keep)
+    assert spec.min_ctas_per_sm == ctas and f".minnctapersm {ctas}" in render(spec)
+    assert_no_spills(assemble(spec))
+
+
+def test_other_rows_keep_1024_over_block():
+    """f32, other lengths, another block, split rows and several rows a CTA keep None."""
+    assert [Softmax(**fields).min_ctas_per_sm for fields in (
+        dict(cols=4096, dtype="f32"), dict(cols=4104), dict(cols=6144), dict(cols=8192),
+        dict(cols=4096, block=512), dict(cols=4096, split=2), dict(cols=4096, rows_per_cta=2),
+    )] == [None] * 7
+    assert Softmax(cols=4096, block=256) == Softmax(cols=4096)
 
 
 @pytest.mark.parametrize("cols,dtype,scale,fields", TUNED)

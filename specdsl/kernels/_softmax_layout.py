@@ -34,6 +34,14 @@ MAX_SPLIT = 8
 #: The ``rows_per_cta`` default (rows of one CTA, split 1): candidates 2 and 4 are timed by
 #: ``benchmarks/variants.py copy-rate`` (docs/kernels/softmax.md).
 ROWS_PER_CTA = 1
+#: CTAs an SM for f16/bf16 rows of these lengths on their default block (unsplit, one a
+#: CTA), where more CTAs than the registers left room for ran faster, without spills
+#: (ptxas keeps to 32 registers at 256 threads x 7, 40 at 224 or 256 x 6). Measured on the
+#: H200 (``benchmarks/variants.py softmax-ctas``, 2026-12-01, bf16, 16384 rows, two rounds,
+#: us): cols 4096 (256 threads) 70.3 -> 69.1 at 7; 5120 (224) 87.1 -> 84.2 at 6; 5632
+#: (256) 92.9 -> 92.1 at 6. At every other multiple of 512 from 4608 to 8192 more CTAs ran
+#: 0.81x to 1.00x.
+MORE_CTAS = {4096: 7, 5120: 6, 5632: 6}
 
 
 def default_block(cols: int, dtype: DType) -> int:
@@ -88,6 +96,16 @@ def default_rows_per_cta(spec: Any) -> int:
     fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
     plain = n_chunks == 1 and spec.split == 1 and not windowed(spec.cols, spec.dtype)
     return fits[0] if plain else 1
+
+
+def default_min_ctas(spec: Any) -> int | None:
+    """The ``min_ctas_per_sm`` default of a spec being built: :data:`MORE_CTAS` for an
+    f16/bf16 row it names, unsplit, one a CTA, on its default block; else None
+    (``1024 // block``)."""
+    ctas = MORE_CTAS.get(spec.cols) if isinstance(spec.cols, int) else None
+    if ctas is None or spec.dtype.size != 2 or (spec.split, spec.rows_per_cta) != (1, 1):
+        return None
+    return ctas if spec.block == default_block(spec.cols, spec.dtype) else None
 
 
 def _block_for(lanes: int, vectors: int, dtype: DType) -> int:
