@@ -131,6 +131,16 @@ def test_rows_of_two_whole_vectors_do_not_spill(hidden, dtype, keep):
     assert_no_spills(compiled)
 
 
+@pytest.mark.parametrize("hidden,block,ctas", [(4616, 320, 5), (5112, 320, 5), (6664, 448, 4)])
+def test_rows_with_a_guarded_second_vector_would_spill_at_more_ctas(hidden, block, ctas):
+    """Why TWO_VECTOR_CTAS takes only rows of exactly 2 vectors a thread: a row between them
+    (some threads' second vector guarded) spills at those CTAs' 32 registers, so its
+    default keeps None."""
+    compiled = assemble(RMSNorm(hidden=hidden, block=block, min_ctas_per_sm=ctas))
+    assert any(used.spills for used in compiled.resources().values())
+    assert RMSNorm(hidden=hidden).min_ctas_per_sm is None
+
+
 @pytest.mark.parametrize("dtype,hidden,fused", GRID)
 def test_assembles_for_sm90(dtype, hidden, fused):
     """Every dtype, both residual modes and small/odd/common/largest rows assemble for sm_90."""
@@ -665,9 +675,9 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(hidden, dtype, fused, 
                                            "None or 1 to 8 CTAs of 256 threads an SM"),
     (dict(hidden=4096, min_ctas_per_sm=0), "RMSNorm.min_ctas_per_sm = 0 is invalid"),
     (dict(hidden=131072, l2_evict_last=True),
-     "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=131072 bf16: a row "
-     "longer than the registers hold (2 chunks on 1024 threads, which hold 65536 elements) "
-     "takes two passes with L2 policies of their own"),
+     "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=131072 bf16: the "
+     "registers of 1024 threads hold at most 65536 elements, and a longer row (this one takes 2 "
+     "chunks) takes two passes with L2 policies of their own"),
     (dict(hidden=4097, l2_evict_last=True),
      "RMSNorm.l2_evict_last = True is invalid: expected False for hidden=4097 bf16: the policy "
      "applies to rows of whole 16-byte vectors (hidden a multiple of 8), and this row is "

@@ -679,8 +679,8 @@ def test_rows_per_cta_touch_every_vector_of_each_row_once(cols, dtype, block, ro
     (dict(cols=4096, min_ctas_per_sm=9), "Softmax.min_ctas_per_sm = 9 is invalid: expected None "
                                          "or 1 to 8 CTAs of 256 threads an SM"),
     (dict(cols=131072, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "
-     "False for cols=131072 bf16: a row longer than the registers hold (2 chunks on 1024 "
-     "threads, which hold 65536 elements)"),
+     "False for cols=131072 bf16: the registers of 1024 threads hold at most 65536 elements, "
+     "and a longer row (this one takes 2 chunks) takes two passes"),
     (dict(cols=32768, split=8, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: "
      "expected False for cols=32768 bf16 with split=8: the policy applies to rows on one CTA"),
     (dict(cols=4097, l2_evict_last=True), "Softmax.l2_evict_last = True is invalid: expected "

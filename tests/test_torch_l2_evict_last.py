@@ -136,11 +136,10 @@ def test_fake_takes_rows_of_whole_vectors(fake, name):
 @pytest.mark.parametrize("name,length,spec,why", [
     ("rms_norm", 4097, "RMSNorm", r"hidden=4097 bf16: the policy applies to rows of whole "
      r"16-byte vectors \(hidden a multiple of 8\), and this row is walked in a window"),
-    ("fused_add_rms_norm", 131072, "RMSNorm", r"hidden=131072 bf16: a row longer than the "
-     r"registers hold \(4 chunks on 1024 threads, which hold 65536 elements\) takes two "
-     r"passes"),
-    ("softmax", 131072, "Softmax", r"cols=131072 bf16: a row longer than the registers hold "
-     r"\(2 chunks on 1024 threads, which hold 65536 elements\)"),
+    ("fused_add_rms_norm", 131072, "RMSNorm", r"hidden=131072 bf16: the registers of 1024 "
+     r"threads hold at most 65536 elements, and a longer row \(this one takes 4 chunks\)"),
+    ("softmax", 131072, "Softmax", r"cols=131072 bf16: the registers of 1024 threads hold at "
+     r"most 65536 elements, and a longer row \(this one takes 2 chunks\) takes two passes"),
     ("softmax", 4100, "Softmax", r"cols=4100 bf16: .* moves in 8-byte vectors"),
     ("rms_norm_quant", 4100, "RMSNormQuant", r"hidden=4100 bf16: .* moves in 8-byte vectors"),
     ("fused_add_rms_norm_quant", 4100, "RMSNormQuant", r"hidden=4100 bf16: .* 8-byte vectors"),

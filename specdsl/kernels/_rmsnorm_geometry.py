@@ -39,8 +39,8 @@ PACKED_ROW_CTAS = 3
 #: without spills only where no thread's second vector is guarded (a row between, 4616 to
 #: 5112 on 320 threads say, spills 16 bytes: tests/test_kernel_rmsnorm.py).
 #: Measured on the H200 (``benchmarks/variants.py two-vector-ctas``, 2026-12-01, bf16,
-#: 16384 rows, three rounds, us): hidden 5120 on 320 threads 87.4 -> 84.4 at 5 (6: 84.4);
-#: 5632 on 352, 92.7 -> 92.1 at 5; 6656 on 416, 114.3 -> 107.1 at 4; 7168 on 448, 120.8
+#: 16384 rows, three rounds, us): hidden 5120 on 320 threads 87.4 -> 84.4 at 5 (6: 84.3);
+#: 5632 on 352, 92.7 -> 92.0 at 5; 6656 on 416, 114.3 -> 107.1 at 4; 7168 on 448, 120.8
 #: -> 115.5 at 4; 7680 on 480, 125.8 -> 123.9 at 4. The other blocks of 2 vectors gained
 #: nothing or lost: 4096 on 256 (5 to 8 CTAs: 0.98x to 1.00x), 4608 on 288 (4 to 7: 0.99x
 #: to 1.00x), 6144 on 384 (3 to 5: 0.99x to 1.00x), 8192 on 512 (4: 0.99x; with
@@ -98,19 +98,20 @@ def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool
 
     * :data:`PACKED_ROW_CTAS` for a packed row (:func:`packed_row_block`) on the packed
       block, given or defaulted (so that naming the default block gives the default
-      request);
+      request; ``1024 // block`` would give its 352 and 384 threads 2, and the rule's
+      blocks were measured at 3);
     * :data:`TWO_VECTOR_CTAS` for an f16/bf16 row of exactly 2 16-byte vectors a thread,
       one a CTA, on the blocks it names (hidden 5120, 5632, 6656, 7168, 7680 on their
       default blocks);
-    * else None (``1024 // block``, which is 2 for 352 and 384 threads: the rule's blocks
-      were measured at 3).
+    * else None (``1024 // block``).
     """
     if fused_residual:
         return None
     if packed_row_block(hidden, dtype) == block:
         return PACKED_ROW_CTAS
-    if rows_per_cta == 1 and block in TWO_VECTOR_CTAS and _sixteen_byte(hidden, dtype) \
-            and hidden * dtype.size // 16 == 2 * block:
+    two_whole_vectors = (rows_per_cta == 1 and _sixteen_byte(hidden, dtype)
+                         and hidden * dtype.size // 16 == 2 * block)
+    if two_whole_vectors and block in TWO_VECTOR_CTAS:
         return TWO_VECTOR_CTAS[block]
     return None
 

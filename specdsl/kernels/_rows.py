@@ -191,9 +191,9 @@ def l2_evict_last_field(instance: Any, attribute: Any, value: bool) -> None:
     if chunks > 1:  # rows of 16-byte vectors, so the block holds `most` of them a thread
         lanes = 16 // instance.dtype.size
         held = instance.block * most_vectors_per_thread(lanes, instance.dtype) * lanes
-        raise ValueError(f"expected False for {row}: a row longer than the registers hold ({chunks} "
-                         f"chunks on {instance.block} threads, which hold {held} elements) takes "
-                         "two passes with L2 policies of their own")
+        raise ValueError(f"expected False for {row}: the registers of {instance.block} threads "
+                         f"hold at most {held} elements, and a longer row (this one takes "
+                         f"{chunks} chunks) takes two passes with L2 policies of their own")
 
 
 def register_cap(ctas: int, block: int) -> int:

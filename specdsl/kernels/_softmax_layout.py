@@ -17,8 +17,9 @@ from ._rows import (
     windowed,
 )
 
-__all__ = ["MOST_CHUNKS", "VECTORS_PER_THREAD", "MAX_SPLIT", "ROWS_PER_CTA", "default_block",
-           "layout", "count_chunks", "resident_geometry", "default_block_of", "default_rows_per_cta"]
+__all__ = ["MOST_CHUNKS", "VECTORS_PER_THREAD", "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS",
+           "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
+           "default_rows_per_cta", "default_min_ctas"]
 
 #: Chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it).
 MOST_CHUNKS = 8
@@ -38,7 +39,7 @@ ROWS_PER_CTA = 1
 #: CTA), where more CTAs than the registers left room for ran faster, without spills
 #: (ptxas keeps to 32 registers at 256 threads x 7, 40 at 224 or 256 x 6). Measured on the
 #: H200 (``benchmarks/variants.py softmax-ctas``, 2026-12-01, bf16, 16384 rows, two rounds,
-#: us): cols 4096 (256 threads) 70.3 -> 69.1 at 7; 5120 (224) 87.1 -> 84.2 at 6; 5632
+#: us): cols 4096 (256 threads) 70.3 -> 69.1 at 7; 5120 (224) 87.1 -> 84.1 at 6; 5632
 #: (256) 92.9 -> 92.1 at 6. At every other multiple of 512 from 4608 to 8192 more CTAs ran
 #: 0.81x to 1.00x.
 MORE_CTAS = {4096: 7, 5120: 6, 5632: 6}

@@ -172,13 +172,14 @@ class RMSNorm:
             says how many); None: ``1024 // block``. The default is None, or
             :data:`PACKED_ROW_CTAS` for a packed row on the packed block, or
             :data:`TWO_VECTOR_CTAS` for f16/bf16 hidden 5120, 5632, 6656, 7168 and 7680
-            (exactly 2 vectors a thread on 320 to 480 threads: 1.01x to 1.07x on the H200),
+            (exactly 2 vectors a thread on 320 to 480 threads: 1.008x to 1.064x on the H200),
             without the residual (:func:`default_min_ctas`).
         streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
             evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
         l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
-            "createpolicy"), never demoted, as torch.compile's RMSNorm does: 2 to 3.7% faster
-            without the residual on the H200 (at hidden 8192 only with ``min_ctas_per_sm=4``),
+            "createpolicy"), never demoted, as torch.compile's RMSNorm does: 1.3 to 3.7%
+            faster without the residual on the H200 (hidden 4096 to 12288; at 8192 only with
+            ``min_ctas_per_sm=4``),
             but the next kernel finds less of its data in L2 (docs/kernels/rmsnorm.md,
             "Keeping x in L2"). Rows in registers in whole 16-byte vectors; sm_80 or newer.
 

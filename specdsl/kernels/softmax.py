@@ -177,7 +177,7 @@ class Softmax:
             to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
             (a window of up to 3 vectors a thread adds ``.maxnreg 40``). The default is
             None, or :data:`MORE_CTAS` for f16/bf16 cols 4096, 5120 and 5632 (unsplit, one
-            row a CTA, the default block: 1.008x to 1.035x on the H200).
+            row a CTA, the default block: 1.004x to 1.037x on the H200, bf16 timed).
         l2_evict_last (baked): x loads under an L2 evict_last policy (PTX ISA
             "createpolicy") with ``.L1::no_allocate``, never demoted: up to 2.4% faster on the
             H200, but the next kernel finds less of its data in L2 (docs/kernels/softmax.md,

@@ -19,9 +19,9 @@ _increment_version = torch.autograd.graph.increment_version
 
 
 def _norm_request(op: str, x: torch.Tensor, eps: float, fused: bool, mode: str,
-                  keep: bool) -> Any:
+                  l2_evict_last: bool) -> Any:
     return _validate.request(op, "x", x, specs.rms_norm_quant, x.shape[-1], eps, x.dtype,
-                             fused, mode, keep)
+                             fused, mode, l2_evict_last)
 
 
 def _norm_checks(op: str, x: torch.Tensor, residual: torch.Tensor | None,
@@ -32,14 +32,14 @@ def _norm_checks(op: str, x: torch.Tensor, residual: torch.Tensor | None,
 
 
 def _norm_plan(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-               eps: float, scale: torch.Tensor | None, mode: str, keep: bool
+               eps: float, scale: torch.Tensor | None, mode: str, l2_evict_last: bool
                ) -> _validate.Plan:
     """Every check of an RMSNorm epilogue call, in order; the plan they settle."""
     _norm_checks(op, x, residual, weight, scale)
     _validate.on_cuda(op, "x", x)
     if residual is not None:
         _validate.disjoint(op, "x", x, "residual", residual)
-    spec = _norm_request(op, x, eps, residual is not None, mode, keep)
+    spec = _norm_request(op, x, eps, residual is not None, mode, l2_evict_last)
     return _validate.plan(spec, x.numel() // x.shape[-1], scales_shape(x, mode))
 
 
@@ -48,17 +48,17 @@ _NORM_PLANS = _validate.Plans()
 
 def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
                 weight: torch.Tensor, eps: float, scale: torch.Tensor | None,
-                mode: str, keep: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                mode: str, l2_evict_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The implementation of the six RMSNorm ops (and of their eager fast path):
-    ``(q, scale)``; ``keep`` is their ``l2_evict_last``."""
+    ``(q, scale)``."""
     tensors: tuple[torch.Tensor, ...] = (x, weight) if residual is None else (x, weight, residual)
     if scale is not None:  # given exactly in static mode
         tensors += (scale,)
-    key = (op, mode, eps, keep, *[(t.shape, t.dtype) for t in tensors])
+    key = (op, mode, eps, l2_evict_last, *[(t.shape, t.dtype) for t in tensors])
     plan, index = _NORM_PLANS.get(key), _validate.placed(*tensors)
     if plan is None or index < 0 or (residual is not None and _validate.overlap(x, residual)):
         plan = _NORM_PLANS.keep(key, _norm_plan(op, x, residual, weight, eps, scale, mode,
-                                                keep))
+                                                l2_evict_last))
     (scales,) = plan.shapes
     q = torch.empty_like(x, dtype=FP8_DTYPE)
     if scale is None:
@@ -70,13 +70,13 @@ def _norm_quant(op: str, x: torch.Tensor, residual: torch.Tensor | None,
 
 
 def _norm_fake(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-               eps: float, scale: torch.Tensor | None, mode: str, keep: bool
+               eps: float, scale: torch.Tensor | None, mode: str, l2_evict_last: bool
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """The fake implementation: the same checks, then outputs shaped as the real ones
     (the static ops return the codes alone)."""
     _norm_checks(op, x, residual, weight, scale)
     if _validate.concrete(x.shape[-1], eps):  # trace time: refuse what a call would refuse
-        _norm_request(op, x, eps, residual is not None, mode, keep)
+        _norm_request(op, x, eps, residual is not None, mode, l2_evict_last)
     return new_codes(x), new_scales(x, mode) if scale is None else scale
 
 
@@ -291,15 +291,14 @@ def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float,
     """
     mode = _validate.scale_mode(_RMS, scale, group_size)
     _validate.flag(_RMS, "l2_evict_last", l2_evict_last)
-    keep = l2_evict_last
     if (_eager.plain(x, weight) if scale is None else _eager.plain(x, weight, scale)) and type(
             eps) is float:
-        return _norm_quant(_RMS, x, None, weight, eps, scale, mode, keep)
+        return _norm_quant(_RMS, x, None, weight, eps, scale, mode, l2_evict_last)
     if scale is not None:  # mode "static"
         return _OPS.rms_norm_quant_static.default(x, weight, scale, eps,
-                                                  l2_evict_last=keep), scale
+                                                  l2_evict_last=l2_evict_last), scale
     codes, scales = getattr(_OPS, f"rms_norm_quant_{mode}").default(x, weight, eps,
-                                                                    l2_evict_last=keep)
+                                                                    l2_evict_last=l2_evict_last)
     return codes, scales
 
 
@@ -330,16 +329,15 @@ def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: to
     """
     mode = _validate.scale_mode(_FUSED, scale, group_size)
     _validate.flag(_FUSED, "l2_evict_last", l2_evict_last)
-    keep = l2_evict_last
     if (_eager.plain(x, residual, weight) if scale is None
             else _eager.plain(x, residual, weight, scale)) and type(eps) is float:
         _increment_version(residual)  # as the op's ADInplaceOrView kernel does first
-        return _norm_quant(_FUSED, x, residual, weight, eps, scale, mode, keep)
+        return _norm_quant(_FUSED, x, residual, weight, eps, scale, mode, l2_evict_last)
     if scale is not None:  # mode "static"
         return _OPS.fused_add_rms_norm_quant_static.default(x, residual, weight, scale, eps,
-                                                            l2_evict_last=keep), scale
+                                                            l2_evict_last=l2_evict_last), scale
     codes, scales = getattr(_OPS, f"fused_add_rms_norm_quant_{mode}").default(
-        x, residual, weight, eps, l2_evict_last=keep)
+        x, residual, weight, eps, l2_evict_last=l2_evict_last)
     return codes, scales
 
 

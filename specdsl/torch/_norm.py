@@ -32,24 +32,24 @@ def check(op: str, x: torch.Tensor, weight: torch.Tensor,
     _validate.same_device(op, x=x, weight=weight, residual=residual)
 
 
-def _request(op: str, x: torch.Tensor, eps: float, fused: bool, keep: bool) -> Any:
+def _request(op: str, x: torch.Tensor, eps: float, fused: bool, l2_evict_last: bool) -> Any:
     return _validate.request(op, "x", x, specs.rms_norm,
-                             x.shape[-1], eps, x.dtype, fused, keep)
+                             x.shape[-1], eps, x.dtype, fused, l2_evict_last)
 
 
-def _fake_request(op: str, x: torch.Tensor, eps: float, fused: bool, keep: bool) -> None:
+def _fake_request(op: str, x: torch.Tensor, eps: float, fused: bool, l2_evict_last: bool) -> None:
     if _validate.concrete(x.shape[-1], eps):  # trace time: refuse what a call would refuse
-        _request(op, x, eps, fused, keep)
+        _request(op, x, eps, fused, l2_evict_last)
 
 
 def _plan(op: str, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None,
-          eps: float, keep: bool) -> _validate.Plan:
+          eps: float, l2_evict_last: bool) -> _validate.Plan:
     """Every check of an RMSNorm call, in order; the plan they settle."""
     check(op, x, weight, residual)
     _validate.on_cuda(op, "x", x)
     if residual is not None:
         _validate.disjoint(op, "x", x, "residual", residual)
-    return _validate.plan(_request(op, x, eps, residual is not None, keep),
+    return _validate.plan(_request(op, x, eps, residual is not None, l2_evict_last),
                           x.numel() // x.shape[-1])
 
 

@@ -11,12 +11,12 @@ __all__ = ["softmax"]
 _OP_NAME = "specdsl.torch.softmax"
 
 
-def _request(x: torch.Tensor, scale: float, split: int, keep: bool) -> Any:
+def _request(x: torch.Tensor, scale: float, split: int, l2_evict_last: bool) -> Any:
     return _validate.request(_OP_NAME, "x", x, specs.softmax,
-                             x.shape[-1], scale, x.dtype, split, keep)
+                             x.shape[-1], scale, x.dtype, split, l2_evict_last)
 
 
-def _plan(x: torch.Tensor, scale: float, keep: bool, index: int) -> _validate.Plan:
+def _plan(x: torch.Tensor, scale: float, l2_evict_last: bool, index: int) -> _validate.Plan:
     """Every check of a softmax call, in order; the plan they settle for device ``index``
     (the split of a row over a cluster depends on the device's SM count)."""
     _validate.float_tensor(_OP_NAME, "x", x)
@@ -24,9 +24,9 @@ def _plan(x: torch.Tensor, scale: float, keep: bool, index: int) -> _validate.Pl
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
     # the L2 policy is written for rows on one CTA, so a call asking for it never splits
-    split = 1 if keep else specs.softmax_split(cols, x.dtype, rows,
+    split = 1 if l2_evict_last else specs.softmax_split(cols, x.dtype, rows,
                                                _runtime.cluster_sm_count(index))
-    return _validate.plan(_request(x, scale, split, keep), rows)
+    return _validate.plan(_request(x, scale, split, l2_evict_last), rows)
 
 
 _PLANS = _validate.Plans()
