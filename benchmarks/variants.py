@@ -258,22 +258,13 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                        *([{"l2_evict_last": True, "min_ctas_per_sm": ctas}] if ctas else []))] + [
         cases_norm._softmax(torch, 16384, cols, **fields)
         for cols in (4096, 8192, 12288, 16384) for fields in ({}, {"l2_evict_last": True})],
-    # l2_evict_last on rows of 2 vectors a thread (320 to 512 threads), with as many CTAs an
-    # SM as 2048 threads allow: does hidden 8192's gain from 4 CTAs carry to other rows?
-    "evict-last-ctas": lambda torch: [
-        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields)
-        for dtype, hidden, ctas in (("bf16", 8192, 4), ("f16", 8192, 4), ("f32", 4096, 4),
-                                    ("bf16", 7168, 4), ("bf16", 6144, 5), ("bf16", 5120, 6))
-        for fields in ({}, {"l2_evict_last": True},
-                       {"l2_evict_last": True, "min_ctas_per_sm": ctas},
-                       {"min_ctas_per_sm": ctas})],
     # rows of 2 vectors a thread (256 to 512 threads) at every CTA count an SM up to 2048
     # threads that 1024 // block leaves out, with and without l2_evict_last
     "two-vector-ctas": lambda torch: [
-        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields, **keep)
+        cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields, **policy)
         for dtype, hidden in (*(("bf16", h) for h in range(4096, 8193, 512)),
                               ("f32", 2560), ("f32", 3584))
-        for keep in ({}, {"l2_evict_last": True})
+        for policy in ({}, {"l2_evict_last": True})
         for fields in ({}, *({"min_ctas_per_sm": ctas} for ctas in _more_ctas(hidden, dtype)))],
     # Softmax's rows of the same widths at every CTA count an SM up to 2048 threads
     "softmax-ctas": lambda torch: [

@@ -179,9 +179,9 @@ class RMSNorm:
         l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
             "createpolicy"), never demoted, as torch.compile's RMSNorm does: 1.3 to 3.7%
             faster without the residual on the H200 (hidden 4096 to 12288; at 8192 only with
-            ``min_ctas_per_sm=4``),
-            but the next kernel finds less of its data in L2 (docs/kernels/rmsnorm.md,
-            "Keeping x in L2"). Rows in registers in whole 16-byte vectors; sm_80 or newer.
+            ``min_ctas_per_sm=4``), but the next kernel finds less of its data in L2
+            (docs/kernels/rmsnorm.md, "Keeping x in L2"). Rows in registers in whole 16-byte
+            vectors; sm_80 or newer.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.

@@ -24,8 +24,8 @@ def _plan(x: torch.Tensor, scale: float, l2_evict_last: bool, index: int) -> _va
     cols = x.shape[-1]
     rows = x.numel() // cols if cols else 0
     # the L2 policy is written for rows on one CTA, so a call asking for it never splits
-    split = 1 if l2_evict_last else specs.softmax_split(cols, x.dtype, rows,
-                                               _runtime.cluster_sm_count(index))
+    split = 1 if l2_evict_last else specs.softmax_split(
+        cols, x.dtype, rows, _runtime.cluster_sm_count(index))
     return _validate.plan(_request(x, scale, split, l2_evict_last), rows)
 
 
