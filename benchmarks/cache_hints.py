@@ -207,9 +207,12 @@ def edits(spec: Any, ptx: str) -> dict[str, str]:
 
 
 def kept_requests(spec: Any) -> dict[str, str]:
-    """The ``l2_evict_last=True`` request (RMSNorm, RMSNormQuant, Softmax) as ``evict_last,
-    kept`` (the PTX that :func:`kept` edits in, from the template), and for RMSNorm with
-    :data:`KEPT_CTAS` CTAs an SM; {} for other specs and for rows the field refuses."""
+    """``spec`` with ``l2_evict_last=True`` and its other fields as they are (RMSNorm,
+    RMSNormQuant, Softmax) as ``evict_last, kept`` (the PTX that :func:`kept` edits in, from
+    the template: the policy alone, on the same geometry), and for RMSNorm with
+    :data:`KEPT_CTAS` CTAs an SM; {} for other specs and for rows the field refuses. (At
+    f16/bf16 hidden 8192, ``RMSNorm(hidden=8192, l2_evict_last=True)`` is the 4 CTAs edit:
+    the field's default takes them there.)"""
     if not isinstance(spec, (RMSNorm, RMSNormQuant, Softmax)):
         return {}
     try:

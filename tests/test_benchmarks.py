@@ -568,9 +568,11 @@ def test_cache_hint_edits_assemble_without_spills():
 
 
 def test_cache_hint_kept_edit_is_the_l2_evict_last_request():
-    """For RMSNorm, ``evict_last, kept`` is the ``l2_evict_last=True`` request's PTX; without
-    the residual, the edit of the built-in text (:func:`cache_hints.kept`) gives the same
-    instructions (with it, the edit leaves the demotion's dead address arithmetic behind)."""
+    """For RMSNorm, ``evict_last, kept`` is the PTX of the request with ``l2_evict_last=True``
+    and the same geometry (at 8192 the field's own default takes 4 CTAs an SM: that is the
+    ``4 CTAs`` edit); without the residual, the edit of the built-in text
+    (:func:`cache_hints.kept`) gives the same instructions (with it, the edit leaves the
+    demotion's dead address arithmetic behind)."""
     import cache_hints
 
     from specdsl import render
@@ -583,10 +585,13 @@ def test_cache_hint_kept_edit_is_the_l2_evict_last_request():
     for spec in (RMSNorm(hidden=8192), RMSNorm(hidden=4096, fused_residual=True)):
         ptx = render(spec)
         assert cache_hints.edits(spec, ptx)["evict_last, kept"] == render(
-            RMSNorm(hidden=spec.hidden, fused_residual=spec.fused_residual, l2_evict_last=True))
+            RMSNorm(hidden=spec.hidden, fused_residual=spec.fused_residual, l2_evict_last=True,
+                    min_ctas_per_sm=spec.min_ctas_per_sm))
         if not spec.fused_residual:
             assert instructions(cache_hints.kept(ptx)) == instructions(
                 cache_hints.edits(spec, ptx)["evict_last, kept"])
+    assert cache_hints.edits(RMSNorm(hidden=8192), render(RMSNorm(hidden=8192)))[
+        "evict_last, kept, 4 CTAs"] == render(RMSNorm(hidden=8192, l2_evict_last=True))
 
 
 def test_cache_hint_round_2_edits_restore_the_round_2_hints():

@@ -61,11 +61,11 @@ def test_list_spec_shows_every_field(capsys):
         "per row)",
         "    baked  rows_per_cta: int = (computed from the other fields)  rows a CTA "
         "normalizes together (one barrier for all)",
-        "    baked  min_ctas_per_sm: int | None = (computed from the other fields)  CTAs an SM "
-        "must hold (.minnctapersm); None: 1024 / block",
         "    baked  streaming_stores: bool = False  store y (and s) with st.global.cs",
         "    baked  l2_evict_last: bool = False  x (and residual) under an L2 evict_last "
         "policy, never demoted",
+        "    baked  min_ctas_per_sm: int | None = (computed from the other fields)  CTAs an SM "
+        "must hold (.minnctapersm); None: 1024 / block",
     ]
 
 
@@ -161,7 +161,7 @@ def test_key_explain_lists_the_inputs_that_hash_to_the_key(capsys):
     assert labels == ["schema", "jinja2", "class", "entry", "template", "templates", "target",
                       "ptx_isa", "baked.hidden", "baked.eps", "baked.dtype",
                       "baked.fused_residual", "baked.block", "baked.rows_per_cta",
-                      "baked.min_ctas_per_sm", "baked.streaming_stores", "baked.l2_evict_last"]
+                      "baked.streaming_stores", "baked.l2_evict_last", "baked.min_ctas_per_sm"]
     assert dict(inputs)["schema"] == KEY_SCHEMA and dict(inputs)["target"] == "sm_90a"
     assert dict(inputs)["baked.eps"] == "('float', '3eb0c6f7a0b5ed8d')"
     assert _reference_key(inputs, "rmsnorm") == key

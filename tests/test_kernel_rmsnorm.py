@@ -18,7 +18,9 @@ from specdsl._spec.dtype import DType
 from specdsl.kernels import RMSNorm
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
 from specdsl.kernels.rmsnorm import (
+    KEPT_TWO_VECTOR_CTAS,
     MAX_HIDDEN,
+    TWO_VECTOR_CTAS,
     default_min_ctas,
     example,
     packed_row_block,
@@ -121,14 +123,53 @@ def test_rows_of_two_whole_vectors_a_thread_take_more_ctas():
     assert RMSNorm(hidden=7168, min_ctas_per_sm=None).min_ctas_per_sm is None
 
 
-@pytest.mark.parametrize("hidden,dtype", [(h, dt) for h, _, _ in TWO_VECTOR_ROWS
-                                          for dt in ("bf16", "f16")])
-@pytest.mark.parametrize("keep", [False, True])
+def test_kept_rows_of_two_whole_vectors_take_more_ctas():
+    """With l2_evict_last, f16/bf16 hidden 8192 (2 vectors a thread on 512 threads) takes 4
+    CTAs an SM (KEPT_TWO_VECTOR_CTAS) beside TWO_VECTOR_CTAS's rows, and nothing else does
+    in hidden 4104 to 8192: not f32, not the residual, not 8192 without the field."""
+    assert KEPT_TWO_VECTOR_CTAS == {**TWO_VECTOR_CTAS, 512: 4}
+    for dtype in ("bf16", "f16"):
+        spec = RMSNorm(hidden=8192, dtype=dtype, l2_evict_last=True)
+        assert (spec.block, spec.min_ctas_per_sm) == (512, 4)
+        assert ".minnctapersm 4" in render(spec)
+        assert spec == RMSNorm(hidden=8192, dtype=dtype, l2_evict_last=True, min_ctas_per_sm=4)
+        assert RMSNorm(hidden=8192, dtype=dtype).min_ctas_per_sm is None
+        assert RMSNorm(hidden=8192, dtype=dtype, l2_evict_last=True,
+                       min_ctas_per_sm=None).min_ctas_per_sm is None
+    assert RMSNorm(hidden=8192, dtype="f32", l2_evict_last=True).min_ctas_per_sm is None
+    assert RMSNorm(hidden=8192, fused_residual=True, l2_evict_last=True).min_ctas_per_sm is None
+    kept = [(hidden, dtype) for hidden in range(4104, 8193, 8) for dtype in ("bf16", "f16", "f32")
+            if RMSNorm(hidden=hidden, dtype=dtype, l2_evict_last=True).min_ctas_per_sm is not None]
+    assert kept == [(hidden, dtype) for hidden in [h for h, _, _ in TWO_VECTOR_ROWS] + [8192]
+                    for dtype in ("bf16", "f16")]
+
+
+def test_min_ctas_per_sm_is_declared_after_the_fields_its_default_reads():
+    """An attrs default sees only the fields declared before it: RMSNorm's min_ctas_per_sm
+    reads l2_evict_last, so it comes last (RMSNormQuant and Softmax alike, one order)."""
+    from specdsl.kernels import RMSNormQuant, Softmax
+
+    for cls in (RMSNorm, RMSNormQuant, Softmax):
+        names = [field.name for field in attrs.fields(cls)]
+        assert names[-2:] == ["l2_evict_last", "min_ctas_per_sm"], cls
+    # a call in the order of before (min_ctas_per_sm by position) is refused, not misread
+    for call, field in ((lambda: RMSNorm(8192, 1e-6, "bf16", False, 512, 1, None), "RMSNorm.streaming_stores"),
+                        (lambda: RMSNormQuant(8192, 1e-6, "bf16", False, "dynamic", 512, 4),
+                         "RMSNormQuant.l2_evict_last"),
+                        (lambda: Softmax(4096, 1.0, "bf16", 1, 256, 1, 7), "Softmax.l2_evict_last")):
+        with pytest.raises(SpecError, match=re.escape(f"{field} must be a bool")):
+            call()
+
+
+@pytest.mark.parametrize("hidden,dtype,keep", [(h, dt, keep) for h, _, _ in TWO_VECTOR_ROWS
+                                               for dt in ("bf16", "f16") for keep in (False, True)]
+                         + [(8192, "bf16", True), (8192, "f16", True)])
 def test_rows_of_two_whole_vectors_do_not_spill(hidden, dtype, keep):
-    """At the CTAs TWO_VECTOR_CTAS asks, ptxas keeps them to 32 registers without spills,
-    with and without l2_evict_last."""
+    """At the CTAs TWO_VECTOR_CTAS asks (KEPT_TWO_VECTOR_CTAS with l2_evict_last), ptxas keeps
+    them to 32 registers without spills."""
     compiled = assemble(RMSNorm(hidden=hidden, dtype=dtype, l2_evict_last=keep))
     assert_no_spills(compiled)
+    assert {used.registers for used in compiled.resources().values()} == {32}
 
 
 @pytest.mark.parametrize("hidden,block,ctas", [(4616, 320, 5), (5112, 320, 5), (6664, 448, 4)])
@@ -510,7 +551,8 @@ TUNED = [(hidden, dtype, fused, dict(fields, **({"block": 1024} if hidden == 409
     (hidden, dtype, fused, dict(l2_evict_last=True, **fields))
     for hidden, dtype, fused, fields in (
         (4096, "bf16", False, {}), (4096, "bf16", False, dict(min_ctas_per_sm=8)),
-        (8192, "bf16", False, dict(min_ctas_per_sm=4)), (10240, "bf16", False, dict(min_ctas_per_sm=4)),
+        (8192, "bf16", False, dict(min_ctas_per_sm=4)), (8192, "f16", False, {}),
+        (10240, "bf16", False, dict(min_ctas_per_sm=4)),
         (12288, "bf16", False, {}), (2880, "f16", False, {}), (4096, "f32", False, {}),
         (4096, "bf16", True, {}), (4096, "bf16", True, dict(min_ctas_per_sm=8)),
         (8192, "bf16", True, dict(min_ctas_per_sm=4)), (2880, "f16", True, {}),

@@ -47,7 +47,7 @@ def test_baked_only_leaves_out_launch_fields():
         "vectoradd dtype=f16")
     assert format_request(RMSNorm(hidden=4096, block=512)) == (
         "rmsnorm hidden=4096 eps=1e-06 dtype=bf16 fused_residual=false block=512 "
-        "rows_per_cta=1 min_ctas_per_sm=none streaming_stores=false l2_evict_last=false")
+        "rows_per_cta=1 streaming_stores=false l2_evict_last=false min_ctas_per_sm=none")
 
 
 def test_parse_assignments_types_values_without_building():

@@ -624,8 +624,8 @@ def test_checked_init_keeps_the_signature_and_shows_in_tracebacks():
     from specdsl.kernels import RMSNorm
 
     assert list(inspect.signature(RMSNorm).parameters) == [
-        "hidden", "eps", "dtype", "fused_residual", "block", "rows_per_cta", "min_ctas_per_sm",
-        "streaming_stores", "l2_evict_last"]
+        "hidden", "eps", "dtype", "fused_residual", "block", "rows_per_cta", "streaming_stores",
+        "l2_evict_last", "min_ctas_per_sm"]
     try:
         RMSNorm(hidden=0)
     except SpecError as exc:

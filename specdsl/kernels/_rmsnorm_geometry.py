@@ -16,7 +16,7 @@ from ._rows import (
 )
 
 __all__ = ["default_block", "default_min_ctas", "packed_row_block", "PACKED_ROW_THREADS",
-           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS", "TWO_VECTOR_CTAS"]
+           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS", "TWO_VECTOR_CTAS", "KEPT_TWO_VECTOR_CTAS"]
 
 #: f16/bf16 rows of 16-byte vectors without the residual that the general rule
 #: (:func:`~specdsl.kernels._rows.row_block`) gives this many threads or more at 3 vectors
@@ -44,8 +44,16 @@ PACKED_ROW_CTAS = 3
 #: -> 115.5 at 4; 7680 on 480, 125.8 -> 123.9 at 4. The other blocks of 2 vectors gained
 #: nothing or lost: 4096 on 256 (5 to 8 CTAs: 0.98x to 1.00x), 4608 on 288 (4 to 7: 0.99x
 #: to 1.00x), 6144 on 384 (3 to 5: 0.99x to 1.00x), 8192 on 512 (4: 0.99x; with
-#: ``l2_evict_last``, 1.02x, which the field's docs name); f32 rows too (2560 and 3584).
+#: ``l2_evict_last``, 1.02x: :data:`KEPT_TWO_VECTOR_CTAS`); f32 rows too (2560 and 3584).
 TWO_VECTOR_CTAS = {320: 5, 352: 5, 416: 4, 448: 4, 480: 4}
+#: :data:`TWO_VECTOR_CTAS` for rows loaded with ``l2_evict_last``: the same, and 4 CTAs of
+#: 512 threads (hidden 8192), where the policy gains only beside them. Measured on the H200
+#: (``benchmarks/variants.py two-vector-ctas`` and ``evict-last-ctas``, 2026-12-01, 16384
+#: rows, six rounds bf16 and three f16, us): 8192 with the field, bf16 131.2 to 131.4 at
+#: 2 CTAs (``1024 // block``) against 128.8 to 129.0 at 4, f16 131.3 to 131.4 against
+#: 128.8 to 129.0; without the field 4 CTAs ran 0.99x. With the field the other blocks of
+#: 2 vectors ran fastest at their own counts (4096, 4608, 6144: more CTAs 0.99x to 1.00x).
+KEPT_TWO_VECTOR_CTAS = {**TWO_VECTOR_CTAS, 512: 4}
 
 
 def default_block(hidden: int, dtype: DType, window: bool = True,
@@ -92,7 +100,7 @@ def packed_row_block(hidden: int, dtype: DType) -> int | None:
 
 
 def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool,
-                     rows_per_cta: int = 1) -> int | None:
+                     rows_per_cta: int = 1, l2_evict_last: bool = False) -> int | None:
     """CTAs an SM must hold (``.minnctapersm``, the ``min_ctas_per_sm`` default), without
     the residual:
 
@@ -102,7 +110,7 @@ def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool
       blocks were measured at 3);
     * :data:`TWO_VECTOR_CTAS` for an f16/bf16 row of exactly 2 16-byte vectors a thread,
       one a CTA, on the blocks it names (hidden 5120, 5632, 6656, 7168, 7680 on their
-      default blocks);
+      default blocks), or with ``l2_evict_last`` :data:`KEPT_TWO_VECTOR_CTAS` (8192 too);
     * else None (``1024 // block``).
     """
     if fused_residual:
@@ -111,9 +119,8 @@ def default_min_ctas(hidden: int, dtype: DType, block: int, fused_residual: bool
         return PACKED_ROW_CTAS
     two_whole_vectors = (rows_per_cta == 1 and _sixteen_byte(hidden, dtype)
                          and hidden * dtype.size // 16 == 2 * block)
-    if two_whole_vectors and block in TWO_VECTOR_CTAS:
-        return TWO_VECTOR_CTAS[block]
-    return None
+    table = KEPT_TWO_VECTOR_CTAS if l2_evict_last else TWO_VECTOR_CTAS
+    return table.get(block) if two_whole_vectors else None
 
 
 def _sixteen_byte(hidden: int, dtype: DType) -> bool:

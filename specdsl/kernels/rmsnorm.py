@@ -12,6 +12,7 @@ from .._spec.fields import baked
 from .._templating import immediates
 from ._checks import FLOAT_DTYPES, one_of
 from ._rmsnorm_geometry import (
+    KEPT_TWO_VECTOR_CTAS,
     PACKED_ROW_CTAS,
     PACKED_ROW_THREADS,
     PACKED_ROW_VECTORS,
@@ -35,7 +36,8 @@ from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["RMSNorm", "reference", "example", "MAX_VECTORS_PER_THREAD", "MAX_HIDDEN", "F32_MAX",
            "ROWS_PER_CTA", "default_block", "default_min_ctas", "packed_row_block", "PACKED_ROW_THREADS",
-           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS", "TWO_VECTOR_CTAS"]
+           "PACKED_ROW_VECTORS", "PACKED_ROW_CTAS", "TWO_VECTOR_CTAS",
+           "KEPT_TWO_VECTOR_CTAS"]
 
 #: Most 16-byte vectors of a row one thread keeps in registers (32 registers; narrower
 #: vectors: 16 of 8 bytes, 32 of 4 or 2). A row longer than ``block`` threads hold is
@@ -105,7 +107,7 @@ def _default_min_ctas(spec: Any) -> int | None:
     if not isinstance(spec.hidden, int) or spec.hidden < 1 or not isinstance(spec.block, int):
         return None
     return default_min_ctas(spec.hidden, spec.dtype, spec.block, spec.fused_residual,
-                            spec.rows_per_cta)
+                            spec.rows_per_cta, spec.l2_evict_last)
 
 
 def _default_rows_per_cta(spec: Any) -> int:
@@ -166,6 +168,14 @@ class RMSNorm:
             rows only, at most 4 16-byte vectors a thread in all, beside the weight's): their sums of squares
             meet in one CTA reduction (one barrier) and the weight is loaded once for all.
             Default :data:`ROWS_PER_CTA` where the registers hold it, else 1.
+        streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
+            evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
+        l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
+            "createpolicy"), never demoted, as torch.compile's RMSNorm does: 1.3 to 3.7%
+            faster without the residual on the H200 (hidden 4096 to 12288; at 8192 beside 4
+            CTAs an SM, which ``min_ctas_per_sm`` then defaults to), but the next kernel
+            finds less of its data in L2 (docs/kernels/rmsnorm.md, "Keeping x in L2"). Rows
+            in registers in whole 16-byte vectors; sm_80 or newer.
         min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (PTX
             ISA "Performance-Tuning Directives"): ptxas then keeps to
             :func:`~specdsl.kernels._rows.register_cap` registers a thread (the PTX comment
@@ -173,15 +183,8 @@ class RMSNorm:
             :data:`PACKED_ROW_CTAS` for a packed row on the packed block, or
             :data:`TWO_VECTOR_CTAS` for f16/bf16 hidden 5120, 5632, 6656, 7168 and 7680
             (exactly 2 vectors a thread on 320 to 480 threads: 1.008x to 1.064x on the H200),
-            without the residual (:func:`default_min_ctas`).
-        streaming_stores (baked): store y (and s) with ``st.global.cs`` (cache streaming,
-            evict first: PTX ISA "Cache Operators") instead of a plain ``st.global``.
-        l2_evict_last (baked): x (and residual) load under an L2 evict_last policy (PTX ISA
-            "createpolicy"), never demoted, as torch.compile's RMSNorm does: 1.3 to 3.7%
-            faster without the residual on the H200 (hidden 4096 to 12288; at 8192 only with
-            ``min_ctas_per_sm=4``), but the next kernel finds less of its data in L2
-            (docs/kernels/rmsnorm.md, "Keeping x in L2"). Rows in registers in whole 16-byte
-            vectors; sm_80 or newer.
+            and with ``l2_evict_last`` 8192 too (4 CTAs of 512: 1.02x), without the residual
+            (:func:`default_min_ctas`). Declared last: its default reads the other fields.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -199,12 +202,14 @@ class RMSNorm:
     rows_per_cta: int = baked(attrs.Factory(_default_rows_per_cta, takes_self=True),
                               validator=_check_rows_per_cta,
                               doc="rows a CTA normalizes together (one barrier for all)")
-    min_ctas_per_sm: int | None = baked(
-        attrs.Factory(_default_min_ctas, takes_self=True), validator=min_ctas_per_sm_field,
-        doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
     streaming_stores: bool = baked(False, doc="store y (and s) with st.global.cs")
     l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
                                 doc="x (and residual) under an L2 evict_last policy, never demoted")
+    # Last: an attrs default sees only the fields declared before it, and this one reads
+    # the geometry and l2_evict_last.
+    min_ctas_per_sm: int | None = baked(
+        attrs.Factory(_default_min_ctas, takes_self=True), validator=min_ctas_per_sm_field,
+        doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: common
     #: sizes, a row of 8-byte vectors (4100), odd rows (4097, one element a vector) and

@@ -164,11 +164,11 @@ class RMSNormQuant:
         eps, dtype, fused_residual: as :class:`~specdsl.kernels.RMSNorm`.
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
         block (baked): threads per CTA; the default is :func:`default_block`'s.
+        l2_evict_last (baked): as :class:`~specdsl.kernels.RMSNorm`'s: x (and residual)
+            under an L2 evict_last policy, never demoted (16-byte vectors only).
         min_ctas_per_sm (baked): CTAs an SM must hold, rendered as ``.minnctapersm`` (as
             :class:`~specdsl.kernels.RMSNorm`'s); the default is :func:`default_min_ctas`'s,
             None is ``1024 / block``.
-        l2_evict_last (baked): as :class:`~specdsl.kernels.RMSNorm`'s: x (and residual)
-            under an L2 evict_last policy, never demoted (16-byte vectors only).
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -186,12 +186,12 @@ class RMSNormQuant:
                            lambda self: default_block(self.hidden, self.dtype, self.fused_residual),
                            takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
+    l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
+                                doc="x (and residual) under an L2 evict_last policy, never demoted")
     min_ctas_per_sm: int | None = baked(
         attrs.Factory(lambda self: default_min_ctas(self.hidden, self.dtype, self.block),
                       takes_self=True),
         validator=min_ctas_per_sm_field, doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
-    l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
-                                doc="x (and residual) under an L2 evict_last policy, never demoted")
 
     #: the requests ``specdsl verify --variants`` compiles: each mode, with and without the
     #: residual, common widths, an odd row (static, dynamic) and DeepSeek-V3's 7168.

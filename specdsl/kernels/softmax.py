@@ -173,16 +173,16 @@ class Softmax:
             rows, split 1, at most 8 16-byte vectors a thread in all): their maxima meet in
             one CTA reduction and their sums in another. Default :data:`ROWS_PER_CTA`
             where the registers hold it, else 1.
-        min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then keeps
-            to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
-            (a window of up to 3 vectors a thread adds ``.maxnreg 40``). The default is
-            None, or :data:`MORE_CTAS` for f16/bf16 cols 4096, 5120 and 5632 (unsplit, one
-            row a CTA, the default block: 1.004x to 1.037x on the H200, bf16 timed).
         l2_evict_last (baked): x loads under an L2 evict_last policy (PTX ISA
             "createpolicy") with ``.L1::no_allocate``, never demoted: up to 2.4% faster on the
             H200, but the next kernel finds less of its data in L2 (docs/kernels/softmax.md,
             "Keeping x in L2"). Rows in registers on one CTA (one chunk, split 1) in 16-byte
             vectors.
+        min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then keeps
+            to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
+            (a window of up to 3 vectors a thread adds ``.maxnreg 40``). The default is
+            None, or :data:`MORE_CTAS` for f16/bf16 cols 4096, 5120 and 5632 (unsplit, one
+            row a CTA, the default block: 1.004x to 1.037x on the H200, bf16 timed).
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -199,11 +199,11 @@ class Softmax:
     rows_per_cta: int = baked(attrs.Factory(default_rows_per_cta, takes_self=True),
                               validator=_check_rows_per_cta,
                               doc="rows a CTA takes at once (their reductions share barriers)")
+    l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
+                                doc="x under an L2 evict_last policy, never demoted")
     min_ctas_per_sm: int | None = baked(attrs.Factory(default_min_ctas, takes_self=True),
                                         validator=min_ctas_per_sm_field,
                                         doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
-    l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
-                                doc="x under an L2 evict_last policy, never demoted")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: resident,
     #: chunked and split rows, and rows at any phase (a window): 4097 attention scores,
