@@ -348,8 +348,8 @@ def test_variants_left_out_by_pins_are_noted(capsys, tmp_path):
     """render --variants notes on stderr how many variants the pins leave out, and why."""
     code, out, err = run(capsys, "render", "rmsnorm", "l2_evict_last=true", "--variants",
                          "--out", str(tmp_path))
-    assert code == 0 and len(out.split()) == 14
-    assert err == ("specdsl render: note: rmsnorm l2_evict_last=true --variants: 22 of 36 "
+    assert code == 0 and len(out.split()) == 20
+    assert err == ("specdsl render: note: rmsnorm l2_evict_last=true --variants: 22 of 42 "
                    "variants left out as invalid, e.g. RMSNorm.l2_evict_last = True is "
                    "invalid: expected False for hidden=4100 bf16: the policy applies to rows "
                    "of whole 16-byte vectors (hidden a multiple of 8), and this row moves in "
@@ -368,13 +368,13 @@ def test_verify_notes_variants_left_out_by_pins(capsys):
 
 
 def test_the_note_counts_variants_with_the_pins_applied(capsys):
-    """Variants that the pins make twins count once: with dtype=f16 pinned, RMSNorm's 36
-    variants are 12 (hidden x fused_residual), of which l2_evict_last=true refuses 8."""
+    """Variants that the pins make twins count once: with dtype=f16 pinned, RMSNorm's 42
+    variants are 14 (hidden x fused_residual), of which l2_evict_last=true refuses 8."""
     code, out, err = run(capsys, "verify", "rmsnorm", "dtype=f16", "l2_evict_last=true",
                          "--variants")
-    assert code == 0 and "verify: 4 request(s) for sm_90" in out
+    assert code == 0 and "verify: 6 request(s) for sm_90" in out
     assert err.startswith("specdsl verify: note: rmsnorm dtype=f16 l2_evict_last=true "
-                          "--variants: 8 of 12 variants left out as invalid, e.g. ")
+                          "--variants: 8 of 14 variants left out as invalid, e.g. ")
 
 
 def test_no_valid_variant_names_a_refusal_of_the_pins(capsys):

@@ -212,9 +212,10 @@ class RMSNorm:
         doc="CTAs an SM must hold (.minnctapersm); None: 1024 / block")
 
     #: The requests ``specdsl verify --variants`` / ``render --variants`` walk: common
-    #: sizes, a row of 8-byte vectors (4100), odd rows (4097, one element a vector) and
-    #: rows longer than the registers (131072, 131073: chunks).
-    variants = {"hidden": [4096, 8192, 4100, 4097, 131072, 131073],
+    #: sizes, a row of 2 whole vectors a thread at more CTAs an SM (7168, DeepSeek-V3's), a
+    #: row of 8-byte vectors (4100), odd rows (4097, one element a vector) and rows longer
+    #: than the registers (131072, 131073: chunks).
+    variants = {"hidden": [4096, 8192, 7168, 4100, 4097, 131072, 131073],
                 "dtype": ["bf16", "f16", "f32"], "fused_residual": [False, True]}
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
