@@ -50,12 +50,14 @@ from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, 
 from specdsl.kernels import RMSNorm, Softmax  # noqa: E402
 
 
-def _more_ctas(hidden: int, dtype: str, kernel: type = RMSNorm) -> range:
-    """CTAs an SM above the default ``1024 // block`` of RMSNorm (``hidden``) or Softmax
-    (``cols``), up to 2048 threads an SM."""
-    length = "hidden" if kernel is RMSNorm else "cols"
-    block = kernel(**{length: hidden, "dtype": dtype}).block
-    return range(1024 // block + 1, 2048 // block + 1)
+def _ctas_candidates(kernel: type, **fields: Any) -> list[dict]:
+    """The request ``kernel(**fields)`` as ``{}`` first, then ``min_ctas_per_sm`` at every
+    other count its block can take from ``1024 // block`` (None) up to 2048 threads an SM:
+    each CTA count once, whatever the default picks (RMSNorm's TWO_VECTOR_CTAS, Softmax's
+    MORE_CTAS), so a sweep rerun after a default changed still times ``1024 // block``."""
+    spec = kernel(**fields)
+    counts = (None, *range(1024 // spec.block + 1, 2048 // spec.block + 1))
+    return [{}] + [{"min_ctas_per_sm": ctas} for ctas in counts if ctas != spec.min_ctas_per_sm]
 
 
 def _floor(torch: Any) -> list[BenchCase]:
@@ -250,28 +252,29 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
                               ("bf16", 12288), ("f16", 12288))
         for fields in ({}, {"l2_evict_last": True})],
     # x kept in L2 (l2_evict_last), against the default and (with --peers, --compile) Liger
-    # and torch.compile (whose RMSNorm loads x under the same policy)
+    # and torch.compile (whose RMSNorm loads x under the same policy); at 8192 the field's
+    # default takes 4 CTAs an SM, and min_ctas_per_sm=None is the policy alone (2)
     "evict-last": lambda torch: [
         cases_norm._rmsnorm(torch, 16384, hidden, False, **fields)
-        for hidden, ctas in ((4096, None), (8192, 4), (10240, None), (12288, None))
+        for hidden in (4096, 8192, 10240, 12288)
         for fields in ({}, {"l2_evict_last": True},
-                       *([{"l2_evict_last": True, "min_ctas_per_sm": ctas}] if ctas else []))] + [
+                       *([{"l2_evict_last": True, "min_ctas_per_sm": None}]
+                         if hidden == 8192 else []))] + [
         cases_norm._softmax(torch, 16384, cols, **fields)
         for cols in (4096, 8192, 12288, 16384) for fields in ({}, {"l2_evict_last": True})],
-    # rows of 2 vectors a thread (256 to 512 threads) at every CTA count an SM up to 2048
-    # threads that 1024 // block leaves out, with and without l2_evict_last
+    # rows of 2 vectors a thread (256 to 512 threads) at every CTA count an SM from
+    # 1024 // block up to 2048 threads, with and without l2_evict_last
     "two-vector-ctas": lambda torch: [
         cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields, **policy)
         for dtype, hidden in (*(("bf16", h) for h in range(4096, 8193, 512)),
                               ("f32", 2560), ("f32", 3584))
         for policy in ({}, {"l2_evict_last": True})
-        for fields in ({}, *({"min_ctas_per_sm": ctas} for ctas in _more_ctas(hidden, dtype)))],
+        for fields in _ctas_candidates(RMSNorm, hidden=hidden, dtype=dtype, **policy)],
     # Softmax's rows of the same widths at every CTA count an SM up to 2048 threads
     "softmax-ctas": lambda torch: [
         cases_norm._softmax(torch, 16384, cols, **fields)
         for cols in range(4096, 8193, 512)
-        for fields in ({}, *({"min_ctas_per_sm": ctas}
-                             for ctas in _more_ctas(cols, "bf16", Softmax)))],
+        for fields in _ctas_candidates(Softmax, cols=cols)],
     # the rows softmax.MORE_CTAS gives more CTAs an SM, against the 1024 // block of before
     # (with --peers, --compile: Liger and torch.compile)
     "softmax-more-ctas": lambda torch: [

@@ -524,6 +524,22 @@ def test_copy_rate_sweep_times_each_candidate_after_its_default():
     assert len(cases) <= 50  # about two minutes a round on an H200
 
 
+@pytest.mark.parametrize("kernel,fields", [
+    (RMSNorm, dict(hidden=4096)), (RMSNorm, dict(hidden=5120)), (RMSNorm, dict(hidden=8192)),
+    (RMSNorm, dict(hidden=8192, l2_evict_last=True)), (RMSNorm, dict(hidden=2560, dtype="f32")),
+    (Softmax, dict(cols=4096)), (Softmax, dict(cols=6144))])
+def test_ctas_sweeps_time_each_count_once(kernel, fields):
+    """The CTA sweeps (two-vector-ctas, softmax-ctas) time the default request first, then
+    every other count from 1024 // block to 2048 threads an SM, each once, whatever the
+    default picks (hidden 5120 defaults to 5, 8192 with l2_evict_last to 4)."""
+    candidates = variants._ctas_candidates(kernel, **fields)
+    specs = [kernel(**fields, **extra) for extra in candidates]
+    block = specs[0].block
+    counts = [spec.min_ctas_per_sm or 1024 // block for spec in specs]
+    assert candidates[0] == {} and sorted(counts) == list(range(1024 // block, 2048 // block + 1))
+    assert len(set(specs)) == len(specs)
+
+
 def test_copy_rate_row_reports_both_copy_percentages():
     """A row gives the event and graph times, % of the 1 GiB copy's rate, % of a same-size
     copy, and Liger's time where it ran."""
