@@ -275,6 +275,12 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_norm._softmax(torch, 16384, cols, **fields)
         for cols in range(4096, 8193, 512)
         for fields in _ctas_candidates(Softmax, cols=cols)],
+    # the same with x kept in L2 (l2_evict_last): whether Softmax's CTA counts should read
+    # the field, as RMSNorm's do at 8192 (KEPT_TWO_VECTOR_CTAS)
+    "softmax-kept-ctas": lambda torch: [
+        cases_norm._softmax(torch, 16384, cols, l2_evict_last=True, **fields)
+        for cols in range(4096, 8193, 512)
+        for fields in _ctas_candidates(Softmax, cols=cols, l2_evict_last=True)],
     # the rows softmax.MORE_CTAS gives more CTAs an SM, against the 1024 // block of before
     # (with --peers, --compile: Liger and torch.compile)
     "softmax-more-ctas": lambda torch: [
