@@ -54,7 +54,8 @@ def test_silu_and_mul_quant_does_not_take_it():
 
 
 def test_specs_pass_the_field():
-    """The request functions build the spec with the field and nothing else changed."""
+    """The request functions build the spec with the field and nothing else changed but
+    what the field's default geometry changes."""
     bf16 = torch.bfloat16
     for kept, default in [
             (specs.rms_norm(4096, 1e-6, bf16, True, True), specs.rms_norm(4096, 1e-6, bf16, True)),
@@ -63,6 +64,10 @@ def test_specs_pass_the_field():
              specs.rms_norm_quant(4096, 1e-6, bf16, False, "group"))]:
         assert (kept.l2_evict_last, default.l2_evict_last) == (True, False)
         assert kept == attrs.evolve(default, l2_evict_last=True)
+    # but for the CTAs an SM the field's own default takes (RMSNorm at hidden 8192: 4)
+    kept, default = specs.rms_norm(8192, 1e-6, bf16, False, True), specs.rms_norm(8192, 1e-6, bf16)
+    assert (kept.min_ctas_per_sm, default.min_ctas_per_sm) == (4, None)
+    assert kept == attrs.evolve(default, l2_evict_last=True, min_ctas_per_sm=4)
 
 
 _CALLS = {
