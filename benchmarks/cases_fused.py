@@ -155,7 +155,7 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
 
     unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode, dtype),  # noqa: E731
                                tokens, hidden, mode, returns_sum=fused)
-    return BenchCase(kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
+    return BenchCase(spec=spec, kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens,
                      series=f"hidden={hidden} {mode}{fields_label(fields, dtype)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
@@ -190,7 +190,7 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
 
     unfused = lambda: _unfused(torch, SiluMul(d=d, dtype="bf16"),  # noqa: E731
                                _quant_spec(d, mode), tokens, d, mode)
-    return BenchCase(kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
+    return BenchCase(spec=spec, kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (inputs[0], inputs[2]), expected=expected,
@@ -214,7 +214,7 @@ def _fp8_group(torch: Any, tokens: int, hidden: int) -> BenchCase:
     def expected(inputs: tuple, picks: Any) -> tuple:
         return fp8_quant_module.group_reference(host(inputs[0], picks))
 
-    return BenchCase(kernel="Fp8Quant-group", tokens=tokens, series=f"hidden={hidden}",
+    return BenchCase(spec=spec, kernel="Fp8Quant-group", tokens=tokens, series=f"hidden={hidden}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl,
                      run_torch=lambda x: quantize_torch(torch, x, "group"),

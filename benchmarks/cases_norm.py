@@ -69,7 +69,7 @@ def _rmsnorm(torch: Any, tokens: int, hidden: int, fused: bool, dtype: str = "bf
             return torch.nn.functional.rms_norm(x, (hidden,), weight, EPS)
         torch_args = lambda inputs: inputs[:2]  # noqa: E731
         liger = lambda: liger_peers.rms_norm(EPS)  # noqa: E731
-    return BenchCase(kernel="RMSNorm+residual" if fused else "RMSNorm", tokens=tokens,
+    return BenchCase(spec=spec, kernel="RMSNorm+residual" if fused else "RMSNorm", tokens=tokens,
                      series=f"hidden={hidden}{fields_label(fields, dtype)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch, torch_args=torch_args,
@@ -99,7 +99,7 @@ def _softmax(torch: Any, tokens: int, cols: int, **fields: Any) -> BenchCase:
     def expected(inputs: tuple, picks: Any) -> tuple:
         return (softmax_module.reference(host(inputs[0], picks), 1.0),)
 
-    return BenchCase(kernel="Softmax", tokens=tokens, series=f"cols={cols}{fields_label(fields)}",
+    return BenchCase(spec=spec, kernel="Softmax", tokens=tokens, series=f"cols={cols}{fields_label(fields)}",
                      detail=fields_label(auto),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,

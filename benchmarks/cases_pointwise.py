@@ -59,7 +59,7 @@ def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
     def expected(inputs: tuple, picks: Any) -> tuple:
         return (silu_mul_module.reference(host(inputs[0], picks), d),)
 
-    return BenchCase(kernel="SiluMul", tokens=tokens, series=f"d={d}{label}",
+    return BenchCase(spec=spec, kernel="SiluMul", tokens=tokens, series=f"d={d}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1], expected=expected,
@@ -89,7 +89,7 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int, **fields: Any) -> BenchCase
     def expected(inputs: tuple, picks: Any) -> tuple:
         return fp8_quant_module.reference(host(inputs[0], picks))  # (quotient, scale)
 
-    return BenchCase(kernel="Fp8Quant", tokens=tokens,
+    return BenchCase(spec=spec, kernel="Fp8Quant", tokens=tokens,
                      series=f"hidden={hidden}{fields_label(fields)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
@@ -148,7 +148,7 @@ def _rope(torch: Any, tokens: int, width: int, **fields: Any) -> BenchCase:
                      for t in inputs[:2])
 
     label = fields_label(fields)
-    return BenchCase(kernel="RoPE", tokens=tokens,
+    return BenchCase(spec=spec, kernel="RoPE", tokens=tokens,
                      series=f"heads={q_heads}+{KV_HEADS}x{HEAD_DIM}{label}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from specdsl.kernels.case import from_bits, relative_error, to_bits
+from specdsl.review import format_request
 
 __all__ = ["BenchCase", "Impl", "Launcher", "Unavailable", "IMPLS", "from_bits", "to_bits",
            "row_picks", "host", "clone_inputs", "describe_error", "implementations",
@@ -97,6 +98,9 @@ class BenchCase:
             (:class:`Unavailable` or the peer's own import error).
         detail: settings chosen per shape that the shape label shows but that do not
             start a new series (Softmax's ``" split=8"``).
+        spec: the specdsl request timed, or None: recorded as its baked fields' text, so a
+            row says what ran even where a label names only the fields the case gives (a
+            default that changed since, such as a ``min_ctas_per_sm``, shows).
     """
 
     kernel: str
@@ -111,6 +115,7 @@ class BenchCase:
     tolerance: float = 1e-2
     peers: Mapping[str, Callable[[], Impl]] = attrs.field(factory=dict)
     detail: str = ""
+    spec: Any = None
 
     @property
     def shape(self) -> str:
@@ -361,7 +366,7 @@ def measure_case(torch: Any, case: BenchCase, impls: Mapping[str, Impl | str],
     passed, and a same-size copy, on fresh input sets.
 
     Returns a JSON-ready record: the case's ``kernel``, ``tokens``, ``series``, ``detail``,
-    ``bytes_moved``, ``tolerance``; ``copy`` (the same-size device-to-device copy's
+    ``request`` (:func:`request_text`), ``bytes_moved``, ``tolerance``; ``copy`` (the same-size device-to-device copy's
     ``event_us`` and ``graph_us``); ``impls``: per name either ``{"error": reason}`` or
     ``event_us``, ``graph_us`` (with ``graph_launches``, or ``graph_error``),
     ``rel_error`` (against the reference) and ``first_call_s``. Failures are recorded,
@@ -386,5 +391,11 @@ def measure_case(torch: Any, case: BenchCase, impls: Mapping[str, Impl | str],
     del sets, copies
     torch.cuda.empty_cache()
     return {"kernel": case.kernel, "tokens": case.tokens, "series": case.series,
-            "detail": case.detail, "bytes_moved": case.bytes_moved, "tolerance": case.tolerance,
-            "copy": copy, "impls": records}
+            "detail": case.detail, "request": request_text(case), "bytes_moved": case.bytes_moved,
+            "tolerance": case.tolerance, "copy": copy, "impls": records}
+
+
+def request_text(case: BenchCase) -> str:
+    """The baked fields of the request ``case`` times, as command-line text
+    (``"rmsnorm hidden=8192 eps=1e-06 ... min_ctas_per_sm=4"``), or ``""`` without one."""
+    return "" if case.spec is None else format_request(case.spec, baked_only=True)

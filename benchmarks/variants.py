@@ -79,7 +79,7 @@ def _floor(torch: Any) -> list[BenchCase]:
     return [BenchCase(kernel="VectorAdd", tokens=n, series="f32 elements (launch floor)",
                       bytes_moved=3 * 4 * n, make_inputs=make_inputs, run_specdsl=run_specdsl,
                       run_torch=lambda a, b: a + b, torch_args=lambda inputs: inputs[:2],
-                      expected=expected, tolerance=1e-6)]
+                      expected=expected, tolerance=1e-6, spec=spec)]
 
 
 #: issue 15's candidates: the fields each (kernel, width) tries besides its default ({}).
@@ -267,7 +267,7 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     "two-vector-ctas": lambda torch: [
         cases_norm._rmsnorm(torch, 16384, hidden, False, dtype, **fields, **policy)
         for dtype, hidden in (*(("bf16", h) for h in range(4096, 8193, 512)),
-                              ("f32", 2560), ("f32", 3584))
+                              ("f16", 8192), ("f32", 2560), ("f32", 3584))
         for policy in ({}, {"l2_evict_last": True})
         for fields in _ctas_candidates(RMSNorm, hidden=hidden, dtype=dtype, **policy)],
     # Softmax's rows of the same widths at every CTA count an SM up to 2048 threads
@@ -367,8 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     copy = copy_bandwidth(torch)
     lines = [f"Device: {torch.cuda.get_device_name()}; 1 GiB copy {copy / 1e12:.2f} TB/s", "",
              "| round | experiment | kernel | shape | specdsl us | graph us | % copy | "
-             "% same-size copy | same-size copy us (graph) | liger us | compile us |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "% same-size copy | same-size copy us (graph) | liger us | compile us | request |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print(lines[0], flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     chosen = [(name, case) for name in args.experiments for case in EXPERIMENTS[name](torch)]
@@ -393,7 +393,9 @@ def is_default(case: BenchCase) -> bool:
 
 def row_cells(record: dict, copy: float) -> str:
     """The table cells after the round and experiment: kernel, shape, the times (event and
-    graph), % of the 1 GiB copy's rate and of a same-size copy, Liger's and compile's times."""
+    graph), % of the 1 GiB copy's rate and of a same-size copy, Liger's and compile's times,
+    and the request timed (its baked fields, defaults resolved: the shape names only the
+    fields the case gives)."""
     impls, same = record["impls"], record["copy"]
 
     def us(name: str, key: str = "event_us") -> str:
@@ -404,14 +406,14 @@ def row_cells(record: dict, copy: float) -> str:
     mine = impls["specdsl"]
     if "event_us" not in mine:
         return (f"{record['kernel']} | {shape} | n/a: {mine.get('error')} | - | - | - | - | - "
-                f"| - |")
+                f"| - | {record.get('request', '')} |")
     seconds = mine["event_us"] * 1e-6
     same_size = f"{same['event_us']:.2f}" + (f" ({same['graph_us']:.2f})" if "graph_us" in same
                                              else "")
     return (f"{record['kernel']} | {shape} | {mine['event_us']:.2f} | {us('specdsl', 'graph_us')} "
             f"| {record['bytes_moved'] / seconds / copy * 100:.1f} | "
             f"{same['event_us'] / mine['event_us'] * 100:.1f} | {same_size} | {us('liger')} | "
-            f"{us('compile')} |")
+            f"{us('compile')} | {record.get('request', '')} |")
 
 
 if __name__ == "__main__":

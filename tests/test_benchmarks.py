@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -524,32 +525,52 @@ def test_copy_rate_sweep_times_each_candidate_after_its_default():
     assert len(cases) <= 50  # about two minutes a round on an H200
 
 
-@pytest.mark.parametrize("kernel,fields", [
-    (RMSNorm, dict(hidden=4096)), (RMSNorm, dict(hidden=5120)), (RMSNorm, dict(hidden=8192)),
-    (RMSNorm, dict(hidden=8192, l2_evict_last=True)), (RMSNorm, dict(hidden=2560, dtype="f32")),
-    (Softmax, dict(cols=4096)), (Softmax, dict(cols=6144))])
-def test_ctas_sweeps_time_each_count_once(kernel, fields):
-    """The CTA sweeps (two-vector-ctas, softmax-ctas) time the default request first, then
-    every other count from 1024 // block to 2048 threads an SM, each once, whatever the
-    default picks (hidden 5120 defaults to 5, 8192 with l2_evict_last to 4)."""
-    candidates = variants._ctas_candidates(kernel, **fields)
-    specs = [kernel(**fields, **extra) for extra in candidates]
-    block = specs[0].block
-    counts = [spec.min_ctas_per_sm or 1024 // block for spec in specs]
-    assert candidates[0] == {} and sorted(counts) == list(range(1024 // block, 2048 // block + 1))
-    assert len(set(specs)) == len(specs)
+@pytest.mark.parametrize("name", ["two-vector-ctas", "softmax-ctas", "softmax-kept-ctas"])
+def test_ctas_sweeps_time_each_count_once(name):
+    """A CTA sweep times, for each row, the default request first, then every other count
+    from 1024 // block up to 2048 threads an SM, each once, whatever the default picks
+    (RMSNorm 5120 defaults to 5, 8192 with l2_evict_last to 4; Softmax 4096 to 7)."""
+    rows: dict = {}
+    for case in variants.EXPERIMENTS[name](None):
+        spec = case.spec
+        rows.setdefault(attrs.evolve(spec, min_ctas_per_sm=None), []).append(spec)
+    assert len(rows) > 1
+    for plain, specs in rows.items():
+        defaults = type(plain)(**{f: getattr(plain, f) for f in ("dtype", "l2_evict_last")},
+                               **{f: getattr(plain, f) for f in ("hidden", "cols")
+                                  if hasattr(plain, f)})
+        counts = [spec.min_ctas_per_sm or 1024 // spec.block for spec in specs]
+        assert specs[0] == defaults and len(set(specs)) == len(specs), specs
+        assert sorted(counts) == list(range(1024 // plain.block, 2048 // plain.block + 1))
+
+
+def test_every_case_records_the_request_it_times():
+    """Each experiment's case carries its spec, recorded with defaults resolved: the label
+    ``hidden=8192 l2_evict_last=True`` names no CTA count, the record does."""
+    from harness import request_text
+
+    for name, build in variants.EXPERIMENTS.items():
+        if name == "copy-rate":
+            continue  # built above; its cases come from the same builders
+        for case in build(None):
+            assert case.spec is not None and request_text(case).split()[0] == type(
+                case.spec).__name__.lower(), (name, case.shape)
+    kept = next(case for case in variants.EXPERIMENTS["evict-last"](None)
+                if case.shape == "tokens=16384 hidden=8192 l2_evict_last=True")
+    assert request_text(kept).endswith("l2_evict_last=true min_ctas_per_sm=4")
 
 
 def test_copy_rate_row_reports_both_copy_percentages():
     """A row gives the event and graph times, % of the 1 GiB copy's rate, % of a same-size
-    copy, and Liger's time where it ran."""
+    copy, Liger's time where it ran, and the request timed."""
     record = {"kernel": "RMSNorm", "tokens": 16, "series": "hidden=4096", "detail": "",
+              "request": "rmsnorm hidden=4096",
               "bytes_moved": 400_000_000, "copy": {"event_us": 95.0, "graph_us": 90.0},
               "impls": {"specdsl": {"event_us": 100.0, "graph_us": 92.0},
                         "liger": {"event_us": 110.0}}}
     assert variants.row_cells(record, 4.0e12) == (
         "RMSNorm | tokens=16 hidden=4096 | 100.00 | 92.00 | 100.0 | 95.0 | 95.00 (90.00) | "
-        "110.00 | - |")
+        "110.00 | - | rmsnorm hidden=4096 |")
 
 
 def _cache_hint_edits() -> list:
