@@ -14,7 +14,7 @@ import hashlib
 from golden import check_golden
 from specdsl import render
 from specdsl._review.variants import spec_variants
-from specdsl.kernels import ALL, Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax
+from specdsl.kernels import ALL, Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, Softmax
 
 DTYPES = ("bf16", "f16", "f32")
 
@@ -22,7 +22,7 @@ DTYPES = ("bf16", "f16", "f32")
 def pinned_requests() -> list:
     """Every built-in kernel's variants, then shapes that reach each template path:
     whole and ragged last sweeps, register-resident and chunked rows, splits, each
-    scale mode, odd block sizes, neox and gptj rotations."""
+    scale mode, odd block sizes, neox and gptj rotations, x kept in L2."""
     requests = [spec for cls in ALL for spec in spec_variants(cls)]
     for dtype in DTYPES:
         wide = 32768 if dtype == "f32" else 65536
@@ -51,6 +51,12 @@ def pinned_requests() -> list:
             requests += [RoPE(dtype=dtype, style=style),
                          RoPE(dtype=dtype, style=style, q_heads=7, kv_heads=1, head_dim=96,
                               rotary_dim=32)]
+        if dtype != "f32":  # x kept in L2 (l2_evict_last): 8192 takes 4 CTAs an SM with it
+            requests += [RMSNorm(hidden=8192, dtype=dtype, l2_evict_last=True),
+                         RMSNorm(hidden=8192, dtype=dtype, l2_evict_last=True, min_ctas_per_sm=None),
+                         RMSNorm(hidden=4096, dtype=dtype, fused_residual=True, l2_evict_last=True),
+                         Softmax(cols=4096, dtype=dtype, l2_evict_last=True),
+                         RMSNormQuant(hidden=4096, dtype=dtype, l2_evict_last=True)]
     return list(dict.fromkeys(requests))
 
 

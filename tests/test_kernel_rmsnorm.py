@@ -127,7 +127,9 @@ def test_kept_rows_of_two_whole_vectors_take_more_ctas():
     """With l2_evict_last, f16/bf16 hidden 8192 (2 vectors a thread on 512 threads) takes 4
     CTAs an SM (KEPT_TWO_VECTOR_CTAS) beside TWO_VECTOR_CTAS's rows, and nothing else does
     in hidden 4104 to 8192: not f32, not the residual, not 8192 without the field."""
-    assert KEPT_TWO_VECTOR_CTAS == {**TWO_VECTOR_CTAS, 512: 4}
+    for hidden, block, ctas in TWO_VECTOR_ROWS:
+        assert RMSNorm(hidden=hidden, l2_evict_last=True).min_ctas_per_sm == ctas
+    assert KEPT_TWO_VECTOR_CTAS[512] == 4 and 512 not in TWO_VECTOR_CTAS
     for dtype in ("bf16", "f16"):
         spec = RMSNorm(hidden=8192, dtype=dtype, l2_evict_last=True)
         assert (spec.block, spec.min_ctas_per_sm) == (512, 4)
@@ -548,10 +550,12 @@ TUNED = [(hidden, dtype, fused, dict(fields, **({"block": 1024} if hidden == 409
     (1024, "bf16", False, dict(rows_per_cta=4, block=128)),
     (2048, "f32", True, dict(rows_per_cta=4, block=512))] + [
     # x (and residual) kept in L2 (l2_evict_last), with the CTAs an SM cache_hints.py times
+    # (at 8192 the field's default takes 4; min_ctas_per_sm=None is the policy alone, at 2)
     (hidden, dtype, fused, dict(l2_evict_last=True, **fields))
     for hidden, dtype, fused, fields in (
         (4096, "bf16", False, {}), (4096, "bf16", False, dict(min_ctas_per_sm=8)),
-        (8192, "bf16", False, dict(min_ctas_per_sm=4)), (8192, "f16", False, {}),
+        (8192, "bf16", False, {}), (8192, "bf16", False, dict(min_ctas_per_sm=None)),
+        (8192, "f16", False, {}),
         (10240, "bf16", False, dict(min_ctas_per_sm=4)),
         (12288, "bf16", False, {}), (2880, "f16", False, {}), (4096, "f32", False, {}),
         (4096, "bf16", True, {}), (4096, "bf16", True, dict(min_ctas_per_sm=8)),

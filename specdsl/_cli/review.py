@@ -91,7 +91,7 @@ def collect_requests(words: Sequence[str], *, variants: bool,
 
 
 def _left_out_note(cls: type, pinned: dict[str, Any], split: PinnedVariants) -> str:
-    """``rmsnorm l2_evict_last=true --variants: 22 of 36 variants left out as invalid,
+    """``rmsnorm l2_evict_last=true --variants: 22 of 42 variants left out as invalid,
     e.g. <the first validator message>``."""
     words = [spec_name(cls)] + [f"{name}={format_value(value)}" for name, value in pinned.items()]
     return (f"{' '.join(shlex.quote(word) for word in words)} --variants: "

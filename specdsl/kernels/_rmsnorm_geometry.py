@@ -48,11 +48,12 @@ PACKED_ROW_CTAS = 3
 TWO_VECTOR_CTAS = {320: 5, 352: 5, 416: 4, 448: 4, 480: 4}
 #: :data:`TWO_VECTOR_CTAS` for rows loaded with ``l2_evict_last``: the same, and 4 CTAs of
 #: 512 threads (hidden 8192), where the policy gains only beside them. Measured on the H200
-#: (``benchmarks/variants.py two-vector-ctas`` and ``evict-last-ctas``, 2026-12-01, 16384
-#: rows, six rounds bf16 and three f16, us): 8192 with the field, bf16 131.2 to 131.4 at
-#: 2 CTAs (``1024 // block``) against 128.8 to 129.0 at 4, f16 131.3 to 131.4 against
-#: 128.8 to 129.0; without the field 4 CTAs ran 0.99x. With the field the other blocks of
-#: 2 vectors ran fastest at their own counts (4096, 4608, 6144: more CTAs 0.99x to 1.00x).
+#: (``benchmarks/variants.py two-vector-ctas``, 2026-12-01, 16384 rows, us; six rounds bf16,
+#: three of them an earlier experiment's, and three f16, from that experiment, whose cases
+#: the sweep's f16 8192 row now times): 8192 with the field, bf16 131.2 to 131.4 at 2 CTAs
+#: (``1024 // block``) against 128.8 to 129.0 at 4, f16 131.3 to 131.4 against 128.8 to
+#: 129.0; without the field 4 CTAs ran 0.995x (bf16) and 0.997x (f16). With the field the
+#: other blocks of 2 vectors ran no faster at other counts (4096, 4608, 6144: 0.99x to 1.00x).
 KEPT_TWO_VECTOR_CTAS = {**TWO_VECTOR_CTAS, 512: 4}
 
 
