@@ -143,3 +143,46 @@ def test_factory_default_is_left_to_requests(tmp_path):
     with pytest.raises(SpecError) as info:
         cls()
     assert str(info.value) == "K.factor must be a float (got 'x', a str)"
+
+
+def test_computed_default_reading_a_later_field_says_so(tmp_path):
+    """attrs sets fields in declaration order: a computed default that reads a field declared
+    after it is a SpecDefinitionError naming both (not "'K' object has no attribute 'b'");
+    one that reads an earlier field works, and any other AttributeError passes through."""
+    _template(tmp_path, "{{ entry }}")
+    twice = attrs.Factory(lambda self: self.b * 2, takes_self=True)
+    late = _define(tmp_path, {**FACTOR, "a": (int, baked(twice)), "b": (int, baked(3))})
+    with pytest.raises(SpecDefinitionError, match=(
+            r"^K\.a: its computed default reads 'b', which is declared after it; it sees only "
+            r"the fields declared before it \(attrs sets them in order\): declare 'a' after "
+            r"'b'$")):
+        late()
+    assert late(a=1).a == 1  # given, the default is never computed
+    early = _define(tmp_path, {**FACTOR, "b": (int, baked(3)), "a": (int, baked(twice))})
+    assert early().a == 6 and early(b=5).a == 10
+    other = _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.c,
+                                                                         takes_self=True)))})
+    with pytest.raises(AttributeError, match="'c'") as info:
+        other()
+    assert not isinstance(info.value, SpecDefinitionError)
+
+
+@pytest.mark.skipif(not hasattr(attrs, "Converter"), reason="attrs.Converter: attrs >= 24.1")
+def test_converter_reading_a_later_field_says_so(tmp_path):
+    """The same for a converter given the instance: reading a later field is a
+    SpecDefinitionError naming both, when the class is defined (its default is converted
+    then) or, for a field without a default, by the request; reading an earlier one works."""
+    _template(tmp_path, "{{ entry }}")
+    scaled = attrs.Converter(lambda value, self: value * self.b, takes_self=True)
+    message = (r"^K\.a: its converter reads 'b', which is declared after it; .*: declare 'a' "
+               r"after 'b'$")
+    with pytest.raises(SpecDefinitionError, match=message):
+        _define(tmp_path, {**FACTOR, "a": (int, baked(1, converter=scaled)),
+                           "b": (int, baked(3))})
+    required = _define(tmp_path, {"a": (int, baked(converter=scaled)), **FACTOR,
+                                  "b": (int, baked(3))})
+    with pytest.raises(SpecDefinitionError, match=message):
+        required(a=2)
+    early = _define(tmp_path, {**FACTOR, "b": (int, baked(3)),
+                               "a": (int, baked(1, converter=scaled))})
+    assert early(a=2).a == 6

@@ -23,7 +23,7 @@ from .._templating.environment import (
     template_place,
 )
 from ..errors import SpecDefinitionError, SpecError, UnreadFieldWarning
-from .fields import is_factory
+from .fields import CONVERTER, is_factory
 
 __all__ = ["read_facts", "check_names", "check_entry", "warn_unread", "check_defaults",
            "LAUNCH_NOT_IN_PTX"]
@@ -113,9 +113,6 @@ def check_entry(owner: str, template: str, entry: str, facts: TemplateFacts) -> 
         f"'.entry {{{{ entry }}}}' in the template, or entry={names[0]!r}")
 
 
-#: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
-_CONVERTER: type | None = getattr(attrs, "Converter", None)
-
 
 def check_defaults(cls: type) -> None:
     """Refuse a default that its own field refuses (its type, converter or validators),
@@ -163,7 +160,7 @@ def _convert(field: attrs.Attribute[Any], value: Any, instance: Any) -> Any:
     converter: Any = field.converter
     if converter is None:
         return value
-    if _CONVERTER is None or not isinstance(converter, _CONVERTER):
+    if CONVERTER is None or not isinstance(converter, CONVERTER):
         return converter(value)
     wrapped: Any = converter  # an attrs.Converter: given the instance and field it asks for
     extra = ([instance] if wrapped.takes_self else []) + (

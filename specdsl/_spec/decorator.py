@@ -31,9 +31,11 @@ from .coerce import make_coercer
 from .fields import (
     BAKED,
     CHOICES,
+    CONVERTER,
     LAUNCH,
     NONFINITE,
     canonical,
+    in_order,
     reason_of,
     refusal,
     role_of,
@@ -134,7 +136,8 @@ def kernel_spec(template: str, entry: str, template_dir: str | Path | None = Non
         search_path = _search_path(cls, template_dir)
         built = attrs.define(
             cls, frozen=True, slots=True, eq=True, order=False, cache_hash=True,
-            field_transformer=lambda c, fields: [_transform(name, c, f) for f in fields],
+            field_transformer=lambda c, fields: in_order(
+                name, [_transform(name, c, f) for f in fields]),
         )
         fields = attrs.fields(built)
         baked_names = tuple(f.name for f in fields if role_of(f) == BAKED)
@@ -311,7 +314,7 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
         raise SpecDefinitionError(str(exc)) from None
     user_converter: Any = field.converter
     # an attrs.Converter (takes_self / takes_field) is called with the instance and field
-    in_context = _CONVERTER is not None and isinstance(user_converter, _CONVERTER)
+    in_context = CONVERTER is not None and isinstance(user_converter, CONVERTER)
 
     def convert(value: Any, instance: Any = None, attribute: Any = None) -> Any:
         try:
@@ -324,14 +327,11 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
         return coerce(value)
 
     converter: Any = coerce if user_converter is None else convert
-    if in_context and _CONVERTER is not None:
-        converter = _CONVERTER(convert, takes_self=True, takes_field=True)
+    if in_context and CONVERTER is not None:
+        converter = CONVERTER(convert, takes_self=True, takes_field=True)
     # validators (made by baked()/launch()) raise SpecError themselves
     return field.evolve(converter=converter, eq=True, eq_key=canonical, hash=None)
 
-
-#: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
-_CONVERTER: type | None = getattr(attrs, "Converter", None)
 
 
 def is_spec(obj: Any) -> bool:

@@ -14,9 +14,9 @@ from typing import Any, cast
 
 import attrs
 
-from ..errors import SpecError
+from ..errors import SpecDefinitionError, SpecError
 
-__all__ = ["baked", "launch", "role_of", "canonical", "is_factory",
+__all__ = ["baked", "launch", "role_of", "canonical", "is_factory", "in_order",
            "is_bool_like", "BAKED", "LAUNCH"]
 
 ROLE = "specdsl.role"
@@ -27,6 +27,8 @@ DOC = "specdsl.doc"
 CHOICES = "specdsl.choices"
 BAKED = "baked"
 LAUNCH = "launch"
+#: attrs' converter wrapper (attrs >= 24.1), or None on older attrs.
+CONVERTER: type | None = getattr(attrs, "Converter", None)
 
 _NOTHING = attrs.NOTHING
 
@@ -232,3 +234,45 @@ def is_bool_like(v: Any) -> bool:
     kind = type(v)
     return isinstance(v, bool) or (
         kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
+
+
+def in_order(owner: str, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
+    """``fields`` with each computed default (``attrs.Factory(f, takes_self=True)``) and each
+    converter given the instance (``attrs.Converter(f, takes_self=True)``) made to say so
+    when it reads a field declared after it: attrs sets the fields in declaration order, so
+    it finds that field unset, and a bare ``AttributeError`` ("'Tiny' object has no
+    attribute 'b'") would not say why."""
+    names = [field.name for field in fields]
+    for index, field in enumerate(fields):
+        later = frozenset(names[index + 1:])
+        default: Any = field.default
+        if is_factory(default) and default.takes_self:
+            compute = _guarded(owner, field.name, "computed default", default.factory, later, 0)
+            field = field.evolve(default=attrs.Factory(compute, takes_self=True))
+        converter: Any = field.converter
+        if CONVERTER is not None and isinstance(converter, CONVERTER):
+            wrapped: Any = converter  # an attrs.Converter (attrs >= 24.1)
+            if wrapped.takes_self:
+                convert = _guarded(owner, field.name, "converter", wrapped.converter, later, 1)
+                field = field.evolve(converter=CONVERTER(
+                    convert, takes_self=True, takes_field=wrapped.takes_field))
+        fields[index] = field
+    return fields
+
+
+def _guarded(owner: str, name: str, what: str, call: Callable[..., Any], later: frozenset[str],
+             instance_at: int) -> Callable[..., Any]:
+    """``call``, raising :class:`SpecDefinitionError` where it reads a field of ``later`` from
+    the instance (its argument ``instance_at``)."""
+    def guarded(*args: Any) -> Any:
+        try:
+            return call(*args)
+        except AttributeError as exc:
+            if exc.obj is args[instance_at] and exc.name in later:
+                raise SpecDefinitionError(
+                    f"{owner}.{name}: its {what} reads {exc.name!r}, which is declared after "
+                    f"it; it sees only the fields declared before it (attrs sets them in "
+                    f"order): declare {name!r} after {exc.name!r}") from None
+            raise
+    return guarded
+
