@@ -166,10 +166,12 @@ def test_check_keys_of_a_dotted_class_suggests_the_colon(capsys, kernels):
 # --- 2: a baked float the PTX cannot hold ----------------------------------------------------
 
 def test_overflowing_baked_float_names_the_field_on_the_command_line(capsys, kernels):
-    """factor=1e39 (formatted through an imported macro) names the field, as a RenderError."""
+    """factor=1e39 (formatted through an imported macro) names the field and the macro's
+    line, as a RenderError."""
     assert error_of(capsys, "render", f"{kernels}:Scale", "factor=1e39") == (
-        "specdsl render: error: Scale(factor=1e+39, offset=0.0) for sm_90: field factor = "
-        "1e+39 overflows f32 (largest finite value 3.40282e+38)")
+        "specdsl render: error: Scale(factor=1e+39, offset=0.0) for sm_90: template "
+        "'scale.ptx.j2' ('macros.ptx.j2' line 1, reached from it): field factor = 1e+39 "
+        "overflows f32 (largest finite value 3.40282e+38)")
 
 
 def test_baked_float_rounding_to_zero_names_the_field_in_python(kernels, monkeypatch):
@@ -179,17 +181,53 @@ def test_baked_float_rounding_to_zero_names_the_field_in_python(kernels, monkeyp
         render(scale(factor=1e-50))
     assert type(caught.value) is RenderError
     assert str(caught.value) == (
-        "Scale(factor=1e-50, offset=0.0) for sm_90: field factor = 1e-50 rounds to zero in "
-        "f32 (its smallest non-zero magnitude is 1.4013e-45)")
+        "Scale(factor=1e-50, offset=0.0) for sm_90: template 'scale.ptx.j2' ('macros.ptx.j2' "
+        "line 1, reached from it): field factor = 1e-50 rounds to zero in f32 (its smallest "
+        "non-zero magnitude is 1.4013e-45)")
 
 
 def test_value_the_template_computes_names_no_field(kernels, monkeypatch):
-    """offset * 2.0 overflowing is the template's value, not offset's: no field is named."""
+    """offset * 2.0 overflowing is the template's value, not offset's: no field is named,
+    the template line is."""
     scale = scale_class(kernels, monkeypatch)
     with pytest.raises(RenderError) as caught:
         render(scale(offset=1e39))
-    assert str(caught.value) == ("Scale(factor=2.0, offset=1e+39) for sm_90: 2e+39 overflows "
-                                 "f32 (largest finite value 3.40282e+38)")
+    assert str(caught.value) == ("Scale(factor=2.0, offset=1e+39) for sm_90: template "
+                                 "'scale.ptx.j2' line 6: 2e+39 overflows f32 (largest finite "
+                                 "value 3.40282e+38)")
+
+
+def test_an_exception_in_the_template_code_is_a_render_error(tmp_path, capsys):
+    """Python raising in a template's code (1 // 0) is a RenderError naming the request, the
+    template line and the exception; verify gives that request a FAIL line and goes on."""
+    from specdsl import baked, kernel_spec
+    from specdsl._cli.main import main
+
+    (tmp_path / "div.ptx.j2").write_text(
+        '{% include "header.ptx.j2" %}\n.visible .entry div()\n{\n'
+        "// {{ hidden // (block - 256) }}\n    ret;\n}\n")
+    (tmp_path / "div.py").write_text(
+        "from specdsl import baked, kernel_spec\n"
+        "@kernel_spec(template='div.ptx.j2', entry='div', template_dir='.')\n"
+        "class Div:\n    hidden: int = baked(4096)\n    block: int = baked(256)\n"
+        "    variants = {'block': [256, 512]}\n")
+
+    @kernel_spec(template="div.ptx.j2", entry="div", template_dir=tmp_path)
+    class Div:
+        hidden: int = baked(4096)
+        block: int = baked(256)
+
+    with pytest.raises(RenderError) as caught:
+        render(Div())
+    assert str(caught.value).endswith(
+        "Div(hidden=4096, block=256) for sm_90: template 'div.ptx.j2' line 4: "
+        "ZeroDivisionError: integer division or modulo by zero")
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)
+    assert render(Div(block=512))
+    code = main(["verify", f"{tmp_path / 'div.py'}:Div", "--variants"])
+    out = capsys.readouterr().out
+    assert code == 1 and out.rstrip().endswith("1 passed, 1 failed")
+    assert "FAIL " in out and "line 4: ZeroDivisionError" in out
 
 
 # --- 3: an --out that cannot be made or written ----------------------------------------------

@@ -12,7 +12,7 @@ from .._base.digest import source_digest
 from .._spec.decorator import LAUNCH_NOT_IN_PTX, spec_info
 from .._spec.target import Target
 from .._templating.environment import template_location, template_place
-from ..errors import RenderError, UnsupportedTargetError
+from ..errors import RenderError, SpecdslError, UnsupportedTargetError
 
 __all__ = ["render", "render_context", "rendering_digest", "renders_from_key"]
 
@@ -54,8 +54,9 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
         TargetError: a malformed target string.
         RenderError: a value the PTX type cannot hold, a template's ``require(...)``
             failure, a printed value that is not one line of printable ASCII, a control
-            character in the text, or any template error; the message names the request
-            and template.
+            character in the text, or any template error, an exception the template's
+            code raised included (a ``ZeroDivisionError`` of ``{{ n // 0 }}``); the message
+            names the request and template (and the line, where the error has one).
         UnsupportedTargetError: a template's ``require_target(...)`` failure: a request
             this target cannot run (a :class:`RenderError` too).
     """
@@ -66,10 +67,15 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
     except UnsupportedTargetError as exc:
         raise UnsupportedTargetError(f"{spec!r} for {context['target']}: {exc}", exc.reason,
                                      request=spec, target=str(context['target'])) from None
-    except RenderError as exc:
-        raise RenderError(f"{spec!r} for {context['target']}: {exc}") from None
+    except RenderError as exc:  # a filter's or require()'s refusal
+        raise RenderError(f"{spec!r} for {context['target']}: {_where(info, exc)}{exc}") from None
     except jinja2.TemplateError as exc:
         raise _template_error(spec, exc) from exc
+    except SpecdslError:
+        raise
+    except Exception as exc:  # Python raised in the template's code: 1 // 0, 1 + 'x'
+        raise RenderError(f"{spec!r} for {context['target']}: {_where(info, exc)}"
+                          f"{type(exc).__name__}: {exc}") from exc
     bad = _CONTROL.search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
@@ -82,6 +88,13 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
         raise RenderError(f"{spec!r}: template {info.template!r} renders no .version/.target "
                           "directive: start it with {% include \"header.ptx.j2\" %}")
     return text if text.endswith("\n") else text + "\n"
+
+
+def _where(info: Any, exc: BaseException) -> str:
+    """``"template 'x.ptx.j2' line 4: "`` where ``exc`` was raised in a template's code, as
+    its traceback says, else ``""``."""
+    place = template_location(info.env, exc)
+    return f"{template_place(info.template, *place)}: " if place else ""
 
 
 # Jinja's StrictUndefined message for a variable the context lacks.
