@@ -1,8 +1,10 @@
-"""Array declarations: parsed at class definition, matched with the entry at module load,
+"""Array declarations: parsed at class definition, matched with the entry when a module is built,
 and checked at every launch (element type and size), on both launch paths, without a GPU."""
 
 from __future__ import annotations
 
+import sys
+import textwrap
 from typing import ClassVar
 
 import numpy as np
@@ -60,7 +62,7 @@ def test_bad_declarations_refused_at_class_definition(arrays, message):
             locals()["arrays"] = arrays
 
 
-def test_declaration_names_checked_against_the_entry_at_module_load():
+def test_declaration_names_checked_against_the_entry_at_module_build():
     """A declared name that is no .ptr parameter, or a dimension that is neither a baked
     int field nor an integer .param, is refused when the module is built (also by a
     compile-only executor), naming the class and the name."""
@@ -91,6 +93,100 @@ def test_declaration_names_checked_against_the_entry_at_module_load():
         executor.ensure_module(NoSuchDim())
     with pytest.raises(SpecDefinitionError, match=r"no .ptr parameter 'n'"):
         executor.ensure_module(ScalarDeclared())
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class NamesNoPointer:
+    dtype: DType = baked(DType.F32)
+    arrays: ClassVar[dict[str, str]] = {"z": "dtype[n]"}
+
+
+@kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+class NamesNoDimension:
+    dtype: DType = baked(DType.F32)
+    arrays: ClassVar[dict[str, str]] = {"a": "dtype[rows, n]"}
+
+
+MISDECLARED = [
+    (NamesNoPointer, "NamesNoPointer.arrays['z']: vector_add has no .ptr parameter 'z' for "
+                     "this request (its pointers: a, b, out); declare it '... if CONDITION "
+                     "else None' where a request has no such parameter"),
+    (NamesNoDimension, "NamesNoDimension.arrays['a']: 'rows' is neither a baked int field nor "
+                       "an integer .param (integer .params: n)"),
+]
+
+
+@pytest.mark.parametrize("cls, message", MISDECLARED)
+def test_a_compile_only_executor_refuses_a_misdeclared_array(cls, message):
+    """A compile-only executor (no GPU) refuses the module of a misdeclared array with
+    plan_arrays' SpecDefinitionError, and caches nothing for it."""
+    executor = Executor(None, target="sm_90", cache_dir="off")
+    for _ in range(2):  # a failed build is not cached: refused again
+        with pytest.raises(SpecDefinitionError) as caught:
+            executor.ensure_module(cls())
+        assert type(caught.value) is SpecDefinitionError and str(caught.value) == message
+    assert executor.stats.compiles == 0
+
+
+def test_a_compile_only_executor_builds_a_correct_declaration():
+    """A correct declaration builds without a GPU; its checks are planned on the module."""
+    module = Executor(None, target="sm_90", cache_dir="off").ensure_module(
+        VectorAdd(dtype="f16"))
+    assert [c and c.declared.name for c in module.arrays] == ["a", "b", "out", None]
+    assert module.cubin[:4] == b"\x7fELF"
+
+
+def test_arrays_are_planned_once_per_module(monkeypatch, launch_path):
+    """The build plans a module's array checks once; loading and launching reuse them."""
+    from specdsl._runtime import builds
+
+    calls, plan = [], builds.plan_arrays
+    monkeypatch.setattr(builds, "plan_arrays", lambda *a: calls.append(a) or plan(*a))
+    executor = Executor(0, cache_dir="off", driver=FakeDriver())
+    spec = VectorAdd(dtype="f32")
+    for _ in range(3):
+        executor.launch(spec, ADDRESS, ADDRESS, ADDRESS, 4, grid=1, block=32)
+    module = executor.ensure_module(spec)
+    assert len(calls) == 1 and module.packer.arrays is module.arrays
+
+
+def test_verify_fails_a_misdeclared_array_and_goes_on(capsys, tmp_path, monkeypatch):
+    """specdsl verify on a user spec file prints a FAIL line naming each misdeclared
+    request and its problem, passes the correct one, and exits 1."""
+    from specdsl._cli.main import main
+
+    path = tmp_path / "arraykernels.py"
+    path.write_text(textwrap.dedent("""
+        from typing import ClassVar
+        from specdsl import DType, baked, kernel_spec
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class BadName:
+            dtype: DType = baked(DType.F32)
+            arrays: ClassVar[dict[str, str]] = {"z": "dtype[n]"}
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class BadDim:
+            dtype: DType = baked(DType.F32)
+            arrays: ClassVar[dict[str, str]] = {"a": "dtype[rows, n]"}
+
+        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
+        class Good:
+            dtype: DType = baked(DType.F32)
+            arrays: ClassVar[dict[str, str]] = {"a": "dtype[n]", "out": "dtype[n]"}
+    """))
+    monkeypatch.delitem(sys.modules, "arraykernels", raising=False)
+    code = main(["verify", "--target", "sm_90"] +
+                [f"{path}:{name}" for name in ("BadName", "BadDim", "Good")])
+    out = capsys.readouterr().out
+    fails = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert code == 1 and out.rstrip().endswith("1 passed, 2 failed"), out
+    assert fails == [
+        f"FAIL {path}:BadName dtype=f32: SpecDefinitionError: BadName.arrays['z']: "
+        "vector_add has no .ptr parameter 'z' for this request (its pointers: a, b, out); "
+        "declare it '... if CONDITION else None' where a request has no such parameter",
+        f"FAIL {path}:BadDim dtype=f32: SpecDefinitionError: BadDim.arrays['a']: 'rows' "
+        "is neither a baked int field nor an integer .param (integer .params: n)"]
 
 
 def test_conditions_pick_a_declaration_per_request():

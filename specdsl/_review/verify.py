@@ -1,8 +1,11 @@
 """Compile requests with nvJitLink and check what they cost: ``specdsl verify``.
 
 No GPU is needed: nvJitLink assembles PTX on the CPU and its verbose log holds ptxas's
-resource report (:mod:`specdsl._runtime.resources`). :func:`verify_request` returns a
-:class:`Verified` record; the command line prints a table or JSON from it.
+resource report (:mod:`specdsl._runtime.resources`). The request's array declarations are
+matched with its ``.entry`` as an executor's build matches them
+(:func:`~specdsl._runtime.arraychecks.plan_arrays`), so a misdeclared array fails here
+without a GPU. :func:`verify_request` returns a :class:`Verified` record; the command line
+prints a table or JSON from it.
 """
 
 from __future__ import annotations
@@ -14,11 +17,20 @@ import attrs
 from .._base.wording import with_article
 from .._render.keys import derived_key
 from .._render.render import render
+from .._runtime.arraychecks import plan_arrays
 from .._runtime.compile import CompileOptions, compile_ptx
 from .._runtime.resources import Resources
+from .._runtime.signature import parse_entry
 from .._spec.decorator import spec_info
 from .._spec.target import Target
-from ..errors import CompileError, RenderError, SpecError, UnsupportedTargetError
+from ..errors import (
+    CompileError,
+    PTXSignatureError,
+    RenderError,
+    SpecDefinitionError,
+    SpecError,
+    UnsupportedTargetError,
+)
 
 __all__ = ["Verified", "verify_request"]
 
@@ -54,7 +66,11 @@ def verify_request(request: Any, target: Target | str | int, *, no_spills: bool 
     """Render and compile ``request`` for ``target`` with nvJitLink; check the limits.
 
     A render or compile failure is returned (``error`` and one violation), not
-    raised, so a run over many requests reports every failing one.
+    raised, so a run over many requests reports every failing one. So is what an
+    executor would refuse to build the module for: an array declaration that names no
+    ``.ptr`` parameter of the entry or a dimension nothing gives (a violation
+    ``"SpecDefinitionError: ..."``, with the entry's resources), or an ``.entry`` whose
+    parameters cannot be read.
 
     Args:
         request: a request of a :func:`~specdsl.kernel_spec` class.
@@ -75,8 +91,8 @@ def verify_request(request: Any, target: Target | str | int, *, no_spills: bool 
     target = Target.parse(target)
     key = derived_key(request, target)
     try:
-        compiled = compile_ptx(render(request, target), target, spec=request,
-                               options=compile_options)
+        ptx = render(request, target)
+        compiled = compile_ptx(ptx, target, spec=request, options=compile_options)
     except UnsupportedTargetError as exc:
         return Verified(request, target, key, (), 0.0, (), skipped=exc.reason)
     except (RenderError, CompileError) as exc:
@@ -90,6 +106,10 @@ def verify_request(request: Any, target: Target | str | int, *, no_spills: bool 
                            f"for entry {entry!r}:\n{compiled.log}", log=compiled.log,
                            spec=request)
     violations = []
+    try:  # what Builder.build checks before it compiles (specdsl._runtime.builds)
+        plan_arrays(request, parse_entry(ptx, entry))
+    except (SpecDefinitionError, PTXSignatureError) as exc:
+        violations.append(f"{type(exc).__name__}: {exc}")
     for item in found.values():
         if no_spills and item.spills and item.spills_reported:
             violations.append(f"{item.entry} spills {item.spill_stores} bytes (stores) and "

@@ -2,12 +2,13 @@
 
 A spec's ``arrays`` (:mod:`specdsl._spec.arrays`) are resolved for the request that built a
 module and matched against the kernel's parsed ``.entry`` signature once, when the module
-is loaded (:func:`plan_arrays`): every declared name must be a ``.ptr`` parameter, every
-name a shape reads an integer scalar ``.param``. Each declared pointer parameter then gets
-an :class:`ArrayCheck`, which every launch applies to an argument that carries an element
-type and a size (torch and CuPy arrays, DLPack and ``__cuda_array_interface__`` objects,
-cuda.core ``Buffer``\\ s, which carry a size in bytes only). A device pointer given as an
-``int`` carries neither and is not checked.
+is built, by any executor, compile-only ones included (:func:`plan_arrays`, kept as
+``Module.arrays``; ``specdsl verify`` runs it too): every declared name must be a ``.ptr``
+parameter, every name a shape reads an integer scalar ``.param``. Each declared pointer
+parameter then gets an :class:`ArrayCheck`, which every launch applies to an argument that
+carries an element type and a size (torch and CuPy arrays, DLPack and
+``__cuda_array_interface__`` objects, cuda.core ``Buffer``\\ s, which carry a size in bytes
+only). A device pointer given as an ``int`` carries neither and is not checked.
 
 Why the request that built the module: equal module keys mean identical PTX, and what a
 kernel touches is a property of its PTX and its launch arguments (both paths of

@@ -4,8 +4,10 @@ The rendered PTX comes from the disk cache when the request's derived key decide
 (:func:`~specdsl._render.render.renders_from_key`), else from :func:`specdsl.render`; the
 cubin comes from the disk cache under a key over the derived key, the PTX, the target,
 nvJitLink's options and version (:func:`~specdsl._runtime.diskcache.disk_key`), else from
-nvJitLink. What is built is recorded in the ledger under a hand-written key, and loaded
-on the device where the executor has one.
+nvJitLink. The request's array declarations are matched with the parsed ``.entry``
+before anything is compiled (:func:`~specdsl._runtime.arraychecks.plan_arrays`), by every
+executor, compile-only ones included. What is built is recorded in the ledger under a
+hand-written key, and loaded on the device where the executor has one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .._render.keys import derived_key
 from .._render.render import render, rendering_digest, renders_from_key
 from .._spec.decorator import spec_info
 from .._spec.target import Target
+from .arraychecks import plan_arrays
 from .compile import CompileOptions, compile_ptx, link_options, toolchain_version
 from .diskcache import DiskCache, disk_key, ptx_key
 from .modules import Module
@@ -59,6 +62,9 @@ class Builder:
 
         Raises:
             RenderError, CompileError: the request cannot be rendered or compiled.
+            SpecDefinitionError: an array declaration names no ``.ptr`` parameter of the
+                entry, or a dimension that is neither a baked int field nor an integer
+                scalar ``.param`` (:func:`~specdsl._runtime.arraychecks.plan_arrays`).
             IncompleteKeyError: the hand-written key already holds other PTX (the ledger).
         """
         self.misses += 1
@@ -66,6 +72,7 @@ class Builder:
         derived = derived_key(spec, self.target)
         ptx = self._rendered(spec, derived)
         signature = parse_entry(ptx, info.entry)
+        arrays = plan_arrays(spec, signature)  # once per module: the launcher reuses it
         cubin, log, from_disk, key_bytes = None, "", False, None
         if self.disk is not None:
             key_bytes = disk_key(derived_key=derived,
@@ -86,7 +93,8 @@ class Builder:
         else:
             self.disk_hits += 1
         module = Module(key=module_key, derived_key=derived, spec=spec, target=self.target,
-                        cubin=cubin, log=log, from_disk=from_disk, signature=signature)
+                        cubin=cubin, log=log, from_disk=from_disk, signature=signature,
+                        arrays=arrays)
         if self.load is not None:
             self.load(module)
         if written:

@@ -255,6 +255,9 @@ class Executor:
             IncompleteKeyError: the hand-written key was first compiled for a request
                 whose PTX differs from ``spec``'s.
             RenderError, CompileError: the request cannot be rendered or compiled.
+            SpecDefinitionError: the spec's array declarations do not match the entry (a
+                name that is no ``.ptr`` parameter, a dimension no baked int field or
+                integer ``.param`` gives), also without a device.
             TypeError: ``spec`` is not a kernel spec.
         """
         return self._modules.ensure(spec, key)

@@ -29,7 +29,7 @@ from .._proof.switch import checking_enabled, proof_suspended
 from .._spec.decorator import spec_info
 from .._spec.target import Target
 from ..errors import LaunchError
-from .arraychecks import ELEMENT_NAMES, plan_arrays
+from .arraychecks import ELEMENT_NAMES
 from .driver import Driver
 from .geometry import (
     DeviceLimits,
@@ -84,8 +84,8 @@ class KernelLoader:
     """Arms a built module for launches: loads its kernel and makes its launcher.
 
     The launcher checks every argument against the ``.entry`` signature and the request's
-    array declarations (:func:`~specdsl._runtime.arraychecks.plan_arrays`, which refuses a
-    declaration that names no pointer parameter of the entry). It is the compiled
+    array declarations (:attr:`Module.arrays <specdsl._runtime.modules.Module>`, planned
+    when the module was built, before it reaches here). It is the compiled
     ``DriverLaunch`` (checks, packing and ``cuLaunchKernel`` in C) where the compiled path
     is built and the driver gives ``cuLaunchKernel``'s address, else a generated Python
     launcher: through cuda.core's ``launch``, or ``cuLaunchKernel`` for kernels with
@@ -101,13 +101,12 @@ class KernelLoader:
         self.driver, self.device_id, self.compiled = driver, device_id, compiled
 
     def __call__(self, module: Module) -> None:
-        arrays = plan_arrays(module.spec, module.signature)
         loaded = self.driver.load(module.cubin, module.signature.entry)
         module.kernel, module.function = loaded.kernel, loaded.function
         module.kernel_threads = loaded.max_threads_per_block
         module.static_shared, module.cluster = loaded.static_shared, loaded.cluster
         packer = module.packer = ArgumentPacker(module.signature, device_id=self.device_id,
-                                                arrays=arrays)
+                                                arrays=module.arrays)
         core_launch, address = self.driver.core_launch, self.driver.launch_kernel_address
         if self.compiled is not None and address:
             module.fire = self.compiled.DriverLaunch(

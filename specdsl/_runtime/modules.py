@@ -21,6 +21,7 @@ from .._proof.switch import checking_enabled, proof_suspended
 from .._render.keys import derived_key, hand_key
 from .._spec.target import Target
 from ..errors import LaunchError
+from .arraychecks import ArrayCheck
 from .geometry import NO_GEOMETRY, Geometry, LastGeometry
 from .params import ArgumentPacker
 from .signature import EntrySignature
@@ -40,6 +41,8 @@ class Module:
         log: nvJitLink's info log (empty for a cubin from the disk cache).
         from_disk: whether the cubin came from the disk cache.
         signature: the kernel's parsed ``.entry`` parameters.
+        arrays: the checks of its declared arrays, one (or ``None``) per parameter, planned
+            once when it is built (:func:`~specdsl._runtime.arraychecks.plan_arrays`).
         kernel: the cuda.core ``Kernel``, or ``None`` in a compile-only executor.
     """
 
@@ -51,6 +54,7 @@ class Module:
     log: str
     from_disk: bool
     signature: EntrySignature
+    arrays: tuple[ArrayCheck | None, ...]
     kernel: Any = None
     # launch state, set up once when the module is loaded
     packer: ArgumentPacker | None = None
@@ -123,6 +127,7 @@ class ModuleCache:
             IncompleteKeyError: the hand-written key was first compiled for a request
                 whose PTX differs from ``spec``'s.
             RenderError, CompileError: the request cannot be rendered or compiled.
+            SpecDefinitionError: its array declarations do not match the entry.
             TypeError: ``spec`` is not a kernel spec.
         """
         module_key, written = self.module_key(spec, key)
