@@ -25,7 +25,8 @@ def resolve_spec(name: str) -> type:
 
     A file or a working-folder module named without ``:ClassName``, or a class named
     with a dot (``mykernels.Scale``), is refused with the names to use (``did you mean
-    'saxpy.py:Saxpy'?``, ``did you mean 'mykernels:Scale'?``).
+    'saxpy.py:Saxpy'?``, ``did you mean 'mykernels:Scale'?``); a class the module lacks
+    with the closest spec class it holds (``did you mean 'ResidualAdd'?``).
 
     Raises:
         SpecError: no such built-in, module, file or class, a module that fails to import
@@ -48,10 +49,15 @@ def resolve_spec(name: str) -> type:
     if not module_name or "" in qualname.split("."):
         raise SpecError(f"expected MODULE:ClassName or path/file.py:ClassName (got {name!r})")
     obj: Any = load_module(module_name)
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
+    parts = qualname.split(".")
+    for i, part in enumerate(parts):
+        owner, obj = obj, getattr(obj, part, None)
         if obj is None:
-            raise SpecError(f"module {module_name!r} has no {qualname!r}")
+            within = ".".join(parts[:i] + [""])  # "" or "Outer."
+            classes = [within + n for n, v in getattr(owner, "__dict__", {}).items()
+                       if isinstance(v, type) and (is_spec(v) or i < len(parts) - 1)]
+            raise SpecError(f"module {module_name!r} has no {qualname!r}"
+                            f"{did_you_mean(['.'.join(parts[:i + 1])], classes)}")
     if not (isinstance(obj, type) and is_spec(obj)):
         raise SpecError(f"{name!r} is not a @kernel_spec class")
     return obj

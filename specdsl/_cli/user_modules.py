@@ -3,7 +3,8 @@
 Whatever a user module does while it is imported (a syntax error, a failing import, an
 error or warning-turned-error at class definition, ``sys.exit()``) comes back as one
 :class:`~specdsl.errors.SpecError` line naming the module, the error and where it was
-raised. Nothing in the working folder shadows another module (:mod:`specdsl._cli.working_folder`).
+raised. Nothing in the working folder shadows another module (:mod:`specdsl._cli.working_folder`),
+and neither does a file named by its path, nor the package it lies in.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from .._review.requests import MODULE_FILES
 from ..errors import SpecError
 from .working_folder import in_working_folder, working_folder_searched
 
-__all__ = ["load_module", "is_file_name", "describe_exception", "in_specdsl"]
+__all__ = ["load_module", "is_file_name", "file_module_name", "describe_exception",
+           "in_specdsl"]
 
 def is_file_name(name: str) -> bool:
     """Whether a MODULE word names a file (``./kernels.py``) rather than a module."""
@@ -32,18 +34,25 @@ def load_module(name: str) -> types.ModuleType:
 
     A name is looked up on ``sys.path``; one found nowhere there is imported from the
     working folder (see :mod:`specdsl._cli.working_folder`: nothing there ever shadows the
-    standard library or an installed package). A file is imported under its stem
-    (``kernels``), as its neighbours would import it, so its spec classes get the same
-    qualified names (and derived keys) as in the application. While a module from the
-    working folder or a file runs, its folder is searched, last, for its own imports.
+    standard library or an installed package). A file is imported under the name the
+    application gives it, so its spec classes get the same qualified names (and derived
+    keys): a file in a package (its folder holds ``__init__.py``) under its package-qualified
+    name (``a/b/c.py`` is ``a.b.c``, its packages' ``__init__`` run first; see
+    :func:`file_module_name`), any other file under its stem (``kernels``), as its neighbours
+    would import it. While a module from the working folder or a file runs, its folder (for
+    a file in a package, the folder above the top package) is searched, last, for its own
+    imports.
 
     Raises:
         SpecError: no such module or file; a folder named as a file; a name that is no
             module name (``""``, ``".mod"``, ``"pkg..mod"``); a file whose stem names
             another module already imported (a ``json.py`` never replaces the standard
-            library's ``json``); or any exception the module raises while it runs (a
-            syntax error, a failing import, an error at class definition): one line
-            naming the module, the error and where it was raised.
+            library's ``json``); a file in a package whose top package names another
+            module, or whose package-qualified name is imported from another file; or
+            any exception the module, or a package ``__init__`` above it, raises while it
+            runs (a syntax error, a failing import, an error at class definition): one
+            line naming the module (and the package that failed), the error and where it
+            was raised.
     """
     if is_file_name(name):
         return _load_file(name)
@@ -79,6 +88,9 @@ def _load_file(name: str) -> types.ModuleType:
     stem = resolved.stem
     if not stem.isidentifier():
         raise SpecError(f"cannot import {name!r}: {stem!r} is not a valid module name")
+    module_name, root = file_module_name(resolved)
+    if root != resolved.parent:
+        return _load_in_package(name, resolved, module_name, root)
     other = _other_module(stem, resolved)
     if other is not None:
         raise SpecError(f"cannot import {name!r} as module {stem!r}: that is the name of "
@@ -101,12 +113,63 @@ def _load_file(name: str) -> types.ModuleType:
     return module
 
 
+def file_module_name(path: Path) -> tuple[str, Path]:
+    """``(module name, folder it is imported from)`` for the source file ``path``.
+
+    Walks up through the folders that hold ``__init__.py`` (and are named as modules):
+    ``root/a/b/c.py``, with ``a/__init__.py`` and ``a/b/__init__.py``, is ``("a.b.c",
+    root)`` (``root/a/b/__init__.py`` is ``("a.b", root)``); a file outside a package is
+    ``(stem, its folder)``.
+    """
+    parts = [path.stem]
+    folder = path.parent
+    while folder.name.isidentifier() and (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts), folder
+
+
+def _load_in_package(name: str, path: Path, module_name: str, root: Path) -> types.ModuleType:
+    """Import the file ``path`` as ``module_name``, its top package found in ``root``,
+    as the application that runs from ``root`` imports it: the packages first."""
+    label = f"cannot import {name!r} as module {module_name!r}"
+    top = module_name.partition(".")[0]
+    other = _other_module(top, root / top / "__init__.py")
+    if other is not None:
+        raise SpecError(f"{label}: its package {top!r} is another module ({other}); import "
+                        f"it by its module name, or rename the package")
+    loaded = sys.modules.get(module_name)
+    if loaded is None:
+        MODULE_FILES[module_name] = name
+        try:
+            with working_folder_searched(root):
+                loaded = importlib.import_module(module_name)
+        except (Exception, SystemExit) as exc:
+            MODULE_FILES.pop(module_name, None)
+            parts = module_name.split(".")
+            failed = next((p for i in range(1, len(parts) + 1)
+                           if (p := ".".join(parts[:i])) not in sys.modules), module_name)
+            package = f"its package {failed!r} failed: " if failed != module_name else ""
+            raise SpecError(f"{label}: {package}{describe_exception(exc)}") from None
+    where = getattr(loaded, "__file__", None)
+    if not where or Path(where).resolve() != path:
+        if MODULE_FILES.get(module_name) == name:
+            MODULE_FILES.pop(module_name)
+        raise SpecError(f"{label}: that name is imported from another file "
+                        f"({where or 'built in'})")
+    return loaded
+
+
 def _other_module(stem: str, path: Path) -> str | None:
     """Where a module named ``stem`` other than the file ``path`` is imported or found."""
     loaded = sys.modules.get(stem)
     if loaded is not None:
         where = getattr(loaded, "__file__", None)
-        return None if where and Path(where).resolve() == path else (where or "built in")
+        if where and Path(where).resolve() == path:
+            return None
+        return where or ("a namespace package" if hasattr(loaded, "__path__") else "built in")
     try:
         found = importlib.util.find_spec(stem)
     except (ImportError, ValueError):
