@@ -147,8 +147,8 @@ def test_factory_default_is_left_to_requests(tmp_path):
 
 def test_computed_default_reading_a_later_field_says_so(tmp_path):
     """attrs sets fields in declaration order: a computed default that reads a field declared
-    after it is a SpecDefinitionError naming both (not "'K' object has no attribute 'b'");
-    one that reads an earlier field works, and any other AttributeError passes through."""
+    after it is a SpecDefinitionError naming both (not "'K' object has no attribute 'b'"),
+    as is one reading a name that is no field; one that reads an earlier field works."""
     _template(tmp_path, "{{ entry }}")
     twice = attrs.Factory(lambda self: self.b * 2, takes_self=True)
     late = _define(tmp_path, {**FACTOR, "a": (int, baked(twice)), "b": (int, baked(3))})
@@ -162,9 +162,39 @@ def test_computed_default_reading_a_later_field_says_so(tmp_path):
     assert early().a == 6 and early(b=5).a == 10
     other = _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.c,
                                                                          takes_self=True)))})
-    with pytest.raises(AttributeError, match="'c'") as info:
+    with pytest.raises(SpecDefinitionError, match=r"^K\.a: its computed default reads 'c', "
+                       r"which is no field of the class$"):
         other()
-    assert not isinstance(info.value, SpecDefinitionError)
+
+
+def test_computed_default_failing_names_the_field_or_the_earlier_refusal(tmp_path):
+    """attrs validates only after every field is set, so a computed default meets earlier
+    fields unchecked: block=0 dividing by zero is block's own refusal, not a bare
+    ZeroDivisionError; a failure with every earlier field valid is a SpecError naming the
+    field, the values it was computed from and the exception (kept as the cause)."""
+    _template(tmp_path, "{{ entry }}")
+
+    def positive(value):
+        if value <= 0:
+            raise ValueError("expected a positive block")
+
+    per_thread = attrs.Factory(lambda self: 4096 // self.block, takes_self=True)
+    cls = _define(tmp_path, {**FACTOR, "block": (int, baked(256, validator=positive)),
+                             "unroll": (int, baked(per_thread))})
+    assert cls(block=512).unroll == 8
+    with pytest.raises(SpecError) as info:
+        cls(block=0)
+    assert str(info.value) == "K.block = 0 is invalid: expected a positive block"
+    assert info.value.__cause__ is None
+    odd = attrs.Factory(lambda self: 4096 // (self.block - 256), takes_self=True)
+    failing = _define(tmp_path, {**FACTOR, "block": (int, baked(256)),
+                                 "unroll": (int, baked(odd))})
+    with pytest.raises(SpecError) as info:
+        failing()
+    assert str(info.value) == ("K.unroll: its computed default failed (factor=2.0, "
+                               "block=256): ZeroDivisionError: integer division or modulo by "
+                               "zero")
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
 
 
 @pytest.mark.skipif(not hasattr(attrs, "Converter"), reason="attrs.Converter: attrs >= 24.1")

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import attrs
 
-from .._render.render import render
+from .._render.render import render, template_crashed
 from .._spec.decorator import spec_info
 from .._spec.fields import canonical, is_factory
 from .._spec.target import Target
@@ -61,8 +61,10 @@ class Samples:
         pairs: pairs of valid requests built (each differing in one baked field).
         shared: of those, pairs whose hand-written keys agreed (these were rendered).
         skipped: pairs not compared because a request could not be rendered.
-        render_failure: the first render failure that was not a :class:`RenderError`
-            (a template bug such as a division by zero), as ``"request: error"``; or "".
+        render_failure: the first template crash (a :class:`RenderError` wrapping an
+            exception the template's own code raised, such as a division by zero:
+            :func:`~specdsl._render.render.template_crashed`), as its message, which names
+            the request; or "".
     """
 
     counterexamples: tuple[Counterexample, ...] = ()
@@ -225,7 +227,7 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
 
     Returns:
         A :class:`Samples`. A request that cannot be rendered (a :class:`RenderError`,
-        or any other exception from the template) skips its pair.
+        a template crash included) skips its pair.
 
     Raises:
         SpecDefinitionError: ``key()`` raised or returned something other than a str.
@@ -240,9 +242,11 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
         if request not in renders:
             try:
                 renders[request] = render(request, target)
-            except RenderError:
+            except RenderError as exc:
                 renders[request] = None
-            except Exception as exc:  # a template bug: report it, keep proving keys
+                if template_crashed(exc):  # a template bug: report it, keep proving keys
+                    failures.append(str(exc))
+            except Exception as exc:  # whatever else render() lets through: report it too
                 renders[request] = None
                 failures.append(f"{request!r}: {type(exc).__name__}: {exc}")
         return renders[request]

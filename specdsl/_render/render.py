@@ -90,6 +90,14 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
+def template_crashed(exc: RenderError) -> bool:
+    """Whether ``exc`` wraps an exception the template's own code raised (its
+    ``__cause__``: ``{{ n // 0 }}``'s ``ZeroDivisionError``), a bug of the template, rather
+    than a refusal (``require()``, a value a filter cannot write) or a Jinja error."""
+    cause = exc.__cause__
+    return cause is not None and not isinstance(cause, (SpecdslError, jinja2.TemplateError))
+
+
 def _where(info: Any, exc: BaseException) -> str:
     """``"template 'x.ptx.j2' line 4: "`` where ``exc`` was raised in a template's code, as
     its traceback says, else ``""``."""

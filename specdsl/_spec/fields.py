@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import attrs
 
-from ..errors import SpecDefinitionError, SpecError
+from ..errors import SpecDefinitionError, SpecdslError, SpecError
 
 __all__ = ["baked", "launch", "role_of", "canonical", "is_factory", "in_order",
            "is_bool_like", "BAKED", "LAUNCH"]
@@ -238,41 +238,83 @@ def is_bool_like(v: Any) -> bool:
 
 def in_order(owner: str, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attribute[Any]]:
     """``fields`` with each computed default (``attrs.Factory(f, takes_self=True)``) and each
-    converter given the instance (``attrs.Converter(f, takes_self=True)``) made to say so
-    when it reads a field declared after it: attrs sets the fields in declaration order, so
-    it finds that field unset, and a bare ``AttributeError`` ("'Tiny' object has no
-    attribute 'b'") would not say why."""
+    converter given the instance (``attrs.Converter(f, takes_self=True)``) made to say what
+    went wrong when it fails. attrs sets the fields in declaration order and runs every
+    validator at the end, so such a function sees only the fields before it, not yet
+    validated: reading a later field (a bare ``AttributeError``, "'K' object has no
+    attribute 'b'") or a name that is no field is a :class:`SpecDefinitionError`; any other
+    exception is first put down to an earlier field its own validator refuses (``block=0``
+    rather than the ``ZeroDivisionError`` it causes), else a :class:`SpecError` naming the
+    field and the values it was computed from."""
     names = [field.name for field in fields]
     for index, field in enumerate(fields):
-        later = frozenset(names[index + 1:])
+        guard = _Guard(owner, field.name, tuple(fields[:index]), frozenset(names[index + 1:]),
+                       frozenset(names))
         default: Any = field.default
         if is_factory(default) and default.takes_self:
-            compute = _guarded(owner, field.name, "computed default", default.factory, later, 0)
+            compute = guard.wrap("computed default", default.factory, 0)
             field = field.evolve(default=attrs.Factory(compute, takes_self=True))
         converter: Any = field.converter
         if CONVERTER is not None and isinstance(converter, CONVERTER):
             wrapped: Any = converter  # an attrs.Converter (attrs >= 24.1)
             if wrapped.takes_self:
-                convert = _guarded(owner, field.name, "converter", wrapped.converter, later, 1)
+                convert = guard.wrap("converter", wrapped.converter, 1)
                 field = field.evolve(converter=CONVERTER(
                     convert, takes_self=True, takes_field=wrapped.takes_field))
         fields[index] = field
     return fields
 
 
-def _guarded(owner: str, name: str, what: str, call: Callable[..., Any], later: frozenset[str],
-             instance_at: int) -> Callable[..., Any]:
-    """``call``, raising :class:`SpecDefinitionError` where it reads a field of ``later`` from
-    the instance (its argument ``instance_at``)."""
-    def guarded(*args: Any) -> Any:
-        try:
-            return call(*args)
-        except AttributeError as exc:
-            if exc.obj is args[instance_at] and exc.name in later:
-                raise SpecDefinitionError(
-                    f"{owner}.{name}: its {what} reads {exc.name!r}, which is declared after "
-                    f"it; it sees only the fields declared before it (attrs sets them in "
-                    f"order): declare {name!r} after {exc.name!r}") from None
-            raise
-    return guarded
+@attrs.frozen
+class _Guard:
+    """What :func:`in_order` needs to explain a failure of field ``name``'s function."""
 
+    owner: str
+    name: str
+    earlier: tuple[attrs.Attribute[Any], ...]
+    later: frozenset[str]
+    fields: frozenset[str]
+
+    def wrap(self, what: str, call: Callable[..., Any], instance_at: int) -> Callable[..., Any]:
+        """``call``, explaining its failures; the instance is its argument ``instance_at``."""
+        def guarded(*args: Any) -> Any:
+            try:
+                return call(*args)
+            except SpecdslError:
+                raise
+            except Exception as exc:
+                instance = args[instance_at]
+                misread = self.misread(what, exc, instance)
+                if misread is not None:
+                    raise misread from None
+                refused = self.earlier_refusal(instance)
+                if refused is not None:  # the whole story: block=0, not its ZeroDivisionError
+                    raise refused from None
+                values = ", ".join(f"{f.name}={getattr(instance, f.name)!r}"
+                                   for f in self.earlier)
+                raise SpecError(f"{self.owner}.{self.name}: its {what} failed ({values}): "
+                                f"{type(exc).__name__}: {exc}") from exc
+        return guarded
+
+    def misread(self, what: str, exc: Exception, instance: Any) -> SpecDefinitionError | None:
+        """The class's error where ``exc`` is the function reading, on the instance, a field
+        declared after it or a name that is no field; else None."""
+        if not (isinstance(exc, AttributeError) and exc.obj is instance and (
+                exc.name in self.later or exc.name not in self.fields)):
+            return None
+        where = ("which is declared after it; it sees only the fields declared before it "
+                 f"(attrs sets them in order): declare {self.name!r} after {exc.name!r}"
+                 if exc.name in self.later else "which is no field of the class")
+        return SpecDefinitionError(f"{self.owner}.{self.name}: its {what} reads "
+                                   f"{exc.name!r}, {where}")
+
+    def earlier_refusal(self, instance: Any) -> SpecError | None:
+        """The refusal of the first earlier field its own validator refuses (attrs runs the
+        validators only after every field is set), or None."""
+        for field in self.earlier:
+            if field.validator is not None:
+                try:
+                    field.validator(instance, field, getattr(instance, field.name))
+                except SpecError as refused:
+                    return refused
+        return None
