@@ -179,6 +179,20 @@ def test_split_pinned_variants_gives_those_left_out_and_why(templates):
         ({"wide": True, "n": 8}, "Varied.n = 8 is invalid: wide needs n <= 4")]
 
 
+@pytest.mark.parametrize("choices", [[DType.F32, DType.BF16], (DType.BF16, DType.F32)])
+def test_members_a_validator_never_allows_are_no_variants(templates, choices):
+    """Without variants, an enum field walks only the members its in_ validator allows, so
+    pins leave none of the others out: no refusal to note (the default first)."""
+    cls = spec_class(templates, {
+        "n": (int, baked()),
+        "dtype": (DType, baked(DType.F32, validator=attrs.validators.in_(choices))),
+        "flag": (bool, baked(False))})
+    split = split_pinned_variants(cls, {"n": 8})
+    assert [(r.dtype, r.flag) for r in split.requests] == [
+        (DType.F32, False), (DType.F32, True), (DType.BF16, False), (DType.BF16, True)]
+    assert (split.refused, split.total) == ((), 4)
+
+
 def test_representative_request_is_the_default_or_the_first_variant(templates):
     """A class with every default stands for its default; one without, for its first variant."""
     full = spec_class(templates, {"n": (int, baked(3)), "variants": [{"n": 5}]})

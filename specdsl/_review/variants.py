@@ -31,7 +31,7 @@ import attrs
 
 from .._base.wording import with_article
 from .._spec.decorator import spec_info
-from .._spec.fields import is_factory
+from .._spec.fields import CHOICES, is_factory
 from .._spec.values import field_members, unique, value_identity
 from ..errors import SpecDefinitionError, SpecError
 
@@ -101,9 +101,12 @@ def _product(cls: type, axes: list[tuple[str, tuple[Any, ...]]]) -> list[Values]
 
 
 def _fallback(cls: type, pinned: Values) -> list[Values]:
-    """Each finite baked field over its members (the default first); pinned fields stay."""
+    """Each finite baked field over its members (the default first), but those its
+    validator's declared choices leave out (``attrs.validators.in_``, a check's ``choices``:
+    never a variant, so never counted as one the pins refuse); pinned fields stay."""
+    fields = {f.name: f for f in attrs.fields(cls)}
     defaults = {f.name: f.converter(f.default) if callable(f.converter) else f.default
-                for f in attrs.fields(cls)
+                for f in fields.values()
                 if f.default is not attrs.NOTHING and not is_factory(f.default)}
     hints = typing.get_type_hints(cls)
     axes: list[tuple[str, tuple[Any, ...]]] = []
@@ -111,10 +114,27 @@ def _fallback(cls: type, pinned: Values) -> list[Values]:
         members = field_members(hints[name])
         if members is None or name in pinned:
             continue
+        members = _allowed(fields[name], members)
         first = (defaults[name],) if name in defaults else ()
         # the default first, so the first variant is the default request
         axes.append((name, tuple(unique(first + members))))
     return _product(cls, axes)
+
+
+def _allowed(field: attrs.Attribute[Any], members: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``members`` that the field's declared choices (:data:`~specdsl._spec.fields.CHOICES`)
+    hold, compared as the field converts them; all of them without declared choices."""
+    choices = field.metadata.get(CHOICES)
+    if not choices:
+        return members
+    convert: Any = field.converter
+    allowed = set()
+    for choice in choices:
+        try:
+            allowed.add(value_identity(convert(choice) if callable(convert) else choice))
+        except (SpecError, ValueError, TypeError):
+            continue  # a choice the field itself refuses is no member
+    return tuple(m for m in members if value_identity(m) in allowed)
 
 
 def _declared(cls: type, declared: Any) -> list[Values | Any]:
