@@ -151,20 +151,24 @@ def test_computed_default_reading_a_later_field_says_so(tmp_path):
     as is one reading a name that is no field; one that reads an earlier field works."""
     _template(tmp_path, "{{ entry }}")
     twice = attrs.Factory(lambda self: self.b * 2, takes_self=True)
-    late = _define(tmp_path, {**FACTOR, "a": (int, baked(twice)), "b": (int, baked(3))})
-    with pytest.raises(SpecDefinitionError, match=(
-            r"^K\.a: its computed default reads 'b', which is declared after it; it sees only "
-            r"the fields declared before it \(attrs sets them in order\): declare 'a' after "
-            r"'b'$")):
-        late()
-    assert late(a=1).a == 1  # given, the default is never computed
+    message = (r"^K\.a: its computed default reads 'b', which is declared after it; it sees "
+               r"only the fields declared before it \(attrs sets them in order\): declare "
+               r"'a' after 'b'$")
+    with pytest.raises(SpecDefinitionError, match=message):  # when the class is defined
+        _define(tmp_path, {**FACTOR, "a": (int, baked(twice)), "b": (int, baked(3))})
+    # reading a required field first, only a request that leaves `a` out can tell
+    first_n = attrs.Factory(lambda self: self.n + self.b, takes_self=True)
+    late = _define(tmp_path, {"n": (int, baked()), **FACTOR, "a": (int, baked(first_n)),
+                              "b": (int, baked(3))})
+    with pytest.raises(SpecDefinitionError, match=message):
+        late(n=1)
+    assert late(n=1, a=1).a == 1  # given, the default is never computed
     early = _define(tmp_path, {**FACTOR, "b": (int, baked(3)), "a": (int, baked(twice))})
     assert early().a == 6 and early(b=5).a == 10
-    other = _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.c,
-                                                                         takes_self=True)))})
     with pytest.raises(SpecDefinitionError, match=r"^K\.a: its computed default reads 'c', "
                        r"which is no field of the class$"):
-        other()
+        _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.c,
+                                                                    takes_self=True)))})
 
 
 def test_computed_default_failing_names_the_field_or_the_earlier_refusal(tmp_path):
