@@ -224,3 +224,23 @@ def test_control_character_in_template_text_refused(tmp_path):
     with pytest.raises(RenderError, match=r"renders the control character '\\x00' on PTX line "
                                           r"7; PTX source is printable ASCII"):
         render(cls())
+
+
+@pytest.mark.parametrize("line, message", [
+    ("{{ dtype.ptx_name }}", "a DType has no attribute 'ptx_name' (a template reads ptx, "
+                             "storage, bits, size, vector_lanes, is_float and name)"),
+    ("{{ target.smm }}", "a Target has no attribute 'smm' (a template reads sm, arch, suffix, "
+                         "ptx_isa, ptx_version and compute_capability)")])
+def test_a_missing_attribute_lists_what_a_template_reads(tmp_path, line, message):
+    """An attribute a DType or Target lacks is named with those it has, not as
+    'specdsl._spec.dtype.DType object' (a private module path)."""
+    from specdsl import DType, baked
+
+    cls = _printing(tmp_path, line, dtype=(DType, baked(DType.F32)))
+    with pytest.raises(RenderError) as caught:
+        render(cls())
+    assert str(caught.value).endswith(f"template 'p.ptx.j2' line 2: {message}")
+    assert "specdsl._spec" not in str(caught.value)
+    for name in message.partition("reads ")[2].rstrip(")").replace(" and", ",").split(", "):
+        assert not isinstance(getattr(DType.F32 if "DType" in message else Target.parse(90),
+                                      name), type(None)), name

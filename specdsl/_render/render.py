@@ -107,6 +107,12 @@ def _where(info: Any, exc: BaseException) -> str:
 
 # Jinja's StrictUndefined message for a variable the context lacks.
 _UNDEFINED = re.compile(r"'(\w+)' is undefined")
+# ... and for an attribute an object lacks: "'specdsl._spec.dtype.DType object' has no ..."
+_NO_ATTRIBUTE = re.compile(r"'(?:[\w.]+\.)?(\w+) object' has no attribute '(\w+)'")
+#: What a template reads of the values specdsl gives it (docs/writing-specs.md).
+_TEMPLATE_ATTRIBUTES = {
+    "DType": "ptx, storage, bits, size, vector_lanes, is_float and name",
+    "Target": "sm, arch, suffix, ptx_isa, ptx_version and compute_capability"}
 
 
 def _template_error(spec: Any, exc: jinja2.TemplateError) -> RenderError:
@@ -122,6 +128,11 @@ def _template_error(spec: Any, exc: jinja2.TemplateError) -> RenderError:
     if isinstance(exc, jinja2.UndefinedError) and undefined and undefined[1] in info.launch:
         return RenderError(f"{spec!r}: {where} reads launch field "
                            f"{undefined[1]!r}; {LAUNCH_NOT_IN_PTX}")
+    missing = _NO_ATTRIBUTE.fullmatch(str(exc))
+    if isinstance(exc, jinja2.UndefinedError) and missing and missing[1] in _TEMPLATE_ATTRIBUTES:
+        kind, name = missing[1], missing[2]
+        return RenderError(f"{spec!r}: {where}: a {kind} has no attribute {name!r} (a template "
+                           f"reads {_TEMPLATE_ATTRIBUTES[kind]})")
     return RenderError(f"{spec!r}: {where}: {exc}")
 
 
