@@ -361,11 +361,14 @@ def test_attrs_validator_message_is_readable():
     assert str(info.value) == "Bad.block = 100 is invalid: 'block' must be in [128, 256] (got 100)"
 
 
-def test_unannotated_field_refused():
-    """A field without an annotation says how to write one."""
+@pytest.mark.parametrize("default, kind", [(1, "int"), (True, "bool"), ("x", "str"),
+                                           (DType.F32, "DType"), (None, "float")])
+def test_unannotated_field_refused(default, kind):
+    """A field without an annotation says how to write one, of its default's type."""
     namespace = {"__module__": __name__, "__annotations__": {"scale": float},
-                 "n": baked(1), "scale": baked(1.0)}
-    with pytest.raises(SpecDefinitionError, match=r"Bad.n has no type annotation: write 'n: "):
+                 "n": baked(default), "scale": baked(1.0)}
+    with pytest.raises(SpecDefinitionError, match=rf"^Bad.n has no type annotation: write "
+                                                  rf"'n: {kind} = baked\(\.\.\.\)' "):
         kernel_spec(template="legacy.ptx.j2", entry="x", template_dir=TEMPLATES)(
             type("Bad", (), namespace))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
 import inspect
 import keyword
@@ -303,9 +304,12 @@ def _transform(owner: str, cls: type, field: attrs.Attribute[Any]) -> attrs.Attr
     except NameError as exc:
         raise SpecDefinitionError(f"{owner}.{field.name}: annotation: {exc}") from None
     if field.name not in hints:
+        default = field.default  # the annotation its default suggests, else float's
+        kind = (type(default).__name__ if isinstance(default, (bool, int, float, str, enum.Enum))
+                else "float")
         raise SpecDefinitionError(
             f"{owner}.{field.name} has no type annotation: write "
-            f"'{field.name}: float = {role}(...)' (int, float, bool, str, an Enum, ...)")
+            f"'{field.name}: {kind} = {role}(...)' (int, float, bool, str, an Enum, ...)")
     try:
         coerce = make_coercer(owner, field.name, hints[field.name],
                               field.metadata.get(NONFINITE, False), ptx_text=role == BAKED,
