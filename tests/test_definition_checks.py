@@ -154,21 +154,45 @@ def test_computed_default_reading_a_later_field_says_so(tmp_path):
     message = (r"^K\.a: its computed default reads 'b', which is declared after it; it sees "
                r"only the fields declared before it \(attrs sets them in order\): declare "
                r"'a' after 'b'$")
-    with pytest.raises(SpecDefinitionError, match=message):  # when the class is defined
-        _define(tmp_path, {**FACTOR, "a": (int, baked(twice)), "b": (int, baked(3))})
-    # reading a required field first, only a request that leaves `a` out can tell
-    first_n = attrs.Factory(lambda self: self.n + self.b, takes_self=True)
-    late = _define(tmp_path, {"n": (int, baked()), **FACTOR, "a": (int, baked(first_n)),
-                              "b": (int, baked(3))})
+    late = _define(tmp_path, {**FACTOR, "a": (int, baked(twice)), "b": (int, baked(3))})
     with pytest.raises(SpecDefinitionError, match=message):
-        late(n=1)
-    assert late(n=1, a=1).a == 1  # given, the default is never computed
+        late()
+    assert late(a=1).a == 1  # given, the default is never computed
     early = _define(tmp_path, {**FACTOR, "b": (int, baked(3)), "a": (int, baked(twice))})
     assert early().a == 6 and early(b=5).a == 10
+    other = _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.c,
+                                                                         takes_self=True)))})
     with pytest.raises(SpecDefinitionError, match=r"^K\.a: its computed default reads 'c', "
                        r"which is no field of the class$"):
-        _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.c,
-                                                                    takes_self=True)))})
+        other()
+    itself = _define(tmp_path, {**FACTOR, "a": (int, baked(attrs.Factory(lambda self: self.a,
+                                                                          takes_self=True)))})
+    with pytest.raises(SpecDefinitionError, match=r"^K\.a: its computed default reads itself, "
+                       r"which is not set while its default is computed$"):
+        itself()
+
+
+def test_a_property_failing_in_a_computed_default_is_the_request_s(tmp_path):
+    """A property that raises its own AttributeError (tagged with the property's name) is a
+    failure of the request, not a name the class lacks: a SpecError naming the field."""
+    _template(tmp_path, "{{ entry }}")
+
+    class Chunked:
+        @property
+        def chunk(self):
+            if self.n > 100:
+                raise AttributeError("no chunk for long rows")
+            return self.n
+
+    per_chunk = attrs.Factory(lambda self: self.chunk * 2, takes_self=True)
+    namespace = {"__annotations__": {"factor": float, "n": int, "c": int}, "factor": baked(2.0),
+                 "n": baked(50), "c": baked(per_chunk), "__module__": __name__}
+    cls = kernel_spec(template="k.ptx.j2", entry="k", template_dir=tmp_path)(
+        type("K", (Chunked,), namespace))
+    assert cls().c == 100
+    with pytest.raises(SpecError, match=r"^K\.c: its computed default failed \(factor=2\.0, "
+                                        r"n=200\): AttributeError: no chunk for long rows$"):
+        cls(n=200)
 
 
 def test_computed_default_failing_names_the_field_or_the_earlier_refusal(tmp_path):

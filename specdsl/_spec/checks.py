@@ -120,12 +120,9 @@ def check_defaults(cls: type) -> None:
 
     Each default goes through its field's converter, then its validators, as in a
     request: on a stand-in request that holds the defaults (a validator comparing
-    defaults sees them). A computed default (``attrs.Factory(f, takes_self=True)``) is
-    computed on it too, for the one error that is the class's whatever the request: reading
-    a field declared after it, or a name that is no field (:func:`~specdsl._spec.fields.
-    in_order`). What cannot be judged without a request is left to requests: any other
-    failure of a factory default, and a converter or validator that reads a field without
-    a default (an ``AttributeError`` here).
+    defaults sees them). What cannot be judged without a request is left to requests:
+    a factory default, and a converter or validator that reads a field without a default
+    (an ``AttributeError`` here).
 
     Raises:
         SpecDefinitionError: naming the field, the default and what was expected.
@@ -133,15 +130,6 @@ def check_defaults(cls: type) -> None:
     stand_in: Any = object.__new__(cls)  # frozen: set fields as attrs' __init__ does
     checked = []
     for field in attrs.fields(cls):
-        computed: Any = field.default
-        if is_factory(computed) and computed.takes_self:
-            try:
-                object.__setattr__(stand_in, field.name, computed.factory(stand_in))
-            except SpecDefinitionError:
-                raise
-            except Exception:  # any other failure is a request's to judge (see above)
-                pass
-            continue
         if field.default is attrs.NOTHING or is_factory(field.default):
             continue
         try:

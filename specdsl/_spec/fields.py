@@ -283,30 +283,43 @@ class _Guard:
             except SpecdslError:
                 raise
             except Exception as exc:
-                instance = args[instance_at]
+                instance = args[instance_at] if len(args) > instance_at else None
+                if instance is None:  # called outside a request (a converter given no self)
+                    raise
                 misread = self.misread(what, exc, instance)
                 if misread is not None:
                     raise misread from None
                 refused = self.earlier_refusal(instance)
-                if refused is not None:  # the whole story: block=0, not its ZeroDivisionError
+                if refused is not None:  # block=0 rather than the ZeroDivisionError it causes
+                    refused.add_note(f"(found computing {self.owner}.{self.name}'s {what}, "
+                                     f"which raised {type(exc).__name__}: {exc})")
                     raise refused from None
-                values = ", ".join(f"{f.name}={getattr(instance, f.name)!r}"
+                values = ", ".join(f"{f.name}={getattr(instance, f.name, '<unset>')!r}"
                                    for f in self.earlier)
                 raise SpecError(f"{self.owner}.{self.name}: its {what} failed ({values}): "
                                 f"{type(exc).__name__}: {exc}") from exc
         return guarded
 
     def misread(self, what: str, exc: Exception, instance: Any) -> SpecDefinitionError | None:
-        """The class's error where ``exc`` is the function reading, on the instance, a field
-        declared after it or a name that is no field; else None."""
-        if not (isinstance(exc, AttributeError) and exc.obj is instance and (
-                exc.name in self.later or exc.name not in self.fields)):
+        """The class's error where ``exc`` is the function reading, on the instance, its own
+        field, a field declared after it, or a name the class does not have at all (a
+        property's own ``AttributeError`` is the property's name, which the class has: that
+        is a failure of the request); else None."""
+        if not (isinstance(exc, AttributeError) and exc.obj is instance and exc.name):
             return None
-        where = ("which is declared after it; it sees only the fields declared before it "
-                 f"(attrs sets them in order): declare {self.name!r} after {exc.name!r}"
-                 if exc.name in self.later else "which is no field of the class")
-        return SpecDefinitionError(f"{self.owner}.{self.name}: its {what} reads "
-                                   f"{exc.name!r}, {where}")
+        name = exc.name
+        if name == self.name:
+            where = "itself, which is not set while its default is computed"
+        elif name in self.later:
+            where = (f"{name!r}, which is declared after it; it sees only the fields declared "
+                     f"before it (attrs sets them in order): declare {self.name!r} after "
+                     f"{name!r}")
+        elif name not in self.fields and inspect.getattr_static(type(instance), name,
+                                                                 None) is None:
+            where = f"{name!r}, which is no field of the class"
+        else:
+            return None
+        return SpecDefinitionError(f"{self.owner}.{self.name}: its {what} reads {where}")
 
     def earlier_refusal(self, instance: Any) -> SpecError | None:
         """The refusal of the first earlier field its own validator refuses (attrs runs the
