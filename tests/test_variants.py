@@ -251,3 +251,24 @@ def test_grid_module_is_a_deprecated_alias():
         grid = importlib.import_module("specdsl.grid")
     assert grid.spec_grid is spec_variants and grid.pinned_grid is pinned_variants
     assert grid.MAX_GRID == variants_module.MAX_VARIANTS
+
+
+def test_choices_are_tested_as_the_validator_tests_them(templates):
+    """An IntEnum member is in [1, 2] as in_ sees it, and a converter given the instance is
+    never run to read the choices (it would get no request)."""
+    class Level(enum.IntEnum):
+        LOW = 1
+        MID = 2
+        HIGH = 3
+
+    levels = spec_class(templates, {
+        "mode": (Level, baked(Level.LOW, validator=attrs.validators.in_([1, 2])))})
+    assert [r.mode for r in spec_variants(levels)] == [Level.LOW, Level.MID]
+    if hasattr(attrs, "Converter"):
+        def fast_only(value, self):
+            return Mode.FAST if self is not None and value is Mode.EXACT else value
+
+        converted = spec_class(templates, {"mode": (Mode, baked(
+            Mode.FAST, converter=attrs.Converter(fast_only, takes_self=True),
+            validator=attrs.validators.in_([Mode.FAST, Mode.EXACT])))})
+        assert {r.mode for r in spec_variants(converted)} == {Mode.FAST}

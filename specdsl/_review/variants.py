@@ -123,18 +123,20 @@ def _fallback(cls: type, pinned: Values) -> list[Values]:
 
 def _allowed(field: attrs.Attribute[Any], members: tuple[Any, ...]) -> tuple[Any, ...]:
     """``members`` that the field's declared choices (:data:`~specdsl._spec.fields.CHOICES`)
-    hold, compared as the field converts them; all of them without declared choices."""
+    hold, tested as ``attrs.validators.in_`` tests a converted value (``member in
+    choices``: an ``IntEnum`` member is in ``[1, 2]``); all of them without declared
+    choices."""
     choices = field.metadata.get(CHOICES)
     if not choices:
         return members
-    convert: Any = field.converter
-    allowed = set()
-    for choice in choices:
-        try:
-            allowed.add(value_identity(convert(choice) if callable(convert) else choice))
-        except (SpecError, ValueError, TypeError):
-            continue  # a choice the field itself refuses is no member
-    return tuple(m for m in members if value_identity(m) in allowed)
+    return tuple(m for m in members if _member_in(m, choices))
+
+
+def _member_in(member: Any, choices: Any) -> bool:
+    try:
+        return member in choices
+    except TypeError:  # a choices container that cannot test this member
+        return True
 
 
 def _declared(cls: type, declared: Any) -> list[Values | Any]:
