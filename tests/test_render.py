@@ -244,3 +244,19 @@ def test_a_missing_attribute_lists_what_a_template_reads(tmp_path, line, message
     for name in message.partition("reads ")[2].rstrip(")").replace(" and", ",").split(", "):
         assert not isinstance(getattr(DType.F32 if "DType" in message else Target.parse(90),
                                       name), type(None)), name
+
+
+def test_a_user_class_named_like_ours_keeps_jinja_s_message(tmp_path):
+    """Only specdsl's own DType and Target get the list: a user's enum named Target keeps
+    Jinja's message, which names its class."""
+    import enum
+
+    from specdsl import baked
+
+    class Target(enum.Enum):  # the user's own, named like specdsl's on purpose
+        WIDE = "wide"
+
+    cls = _printing(tmp_path, "{{ kind.width }}", kind=(Target, baked(Target.WIDE)))
+    with pytest.raises(RenderError, match=r"line 2: '.*Target object' has no attribute "
+                                          r"'width'$"):
+        render(cls())

@@ -10,6 +10,7 @@ import jinja2
 
 from .._base.digest import source_digest
 from .._spec.decorator import LAUNCH_NOT_IN_PTX, spec_info
+from .._spec.dtype import DType
 from .._spec.target import Target
 from .._templating.environment import template_location, template_place
 from ..errors import RenderError, SpecdslError, UnsupportedTargetError
@@ -108,11 +109,14 @@ def _where(info: Any, exc: BaseException) -> str:
 # Jinja's StrictUndefined message for a variable the context lacks.
 _UNDEFINED = re.compile(r"'(\w+)' is undefined")
 # ... and for an attribute an object lacks: "'specdsl._spec.dtype.DType object' has no ..."
-_NO_ATTRIBUTE = re.compile(r"'(?:[\w.]+\.)?(\w+) object' has no attribute '(\w+)'")
-#: What a template reads of the values specdsl gives it (docs/writing-specs.md).
+_NO_ATTRIBUTE = re.compile(r"'([\w.]+) object' has no attribute '(\w+)'")
+#: What a template reads of the values specdsl gives it (docs/writing-specs.md), by the
+#: full name Jinja gives the class (a user's own class named DType is not one of them).
 _TEMPLATE_ATTRIBUTES = {
-    "DType": "ptx, storage, bits, size, vector_lanes, is_float and name",
-    "Target": "sm, arch, suffix, ptx_isa, ptx_version and compute_capability"}
+    f"{DType.__module__}.DType": (
+        "DType", "ptx, storage, bits, size, vector_lanes, is_float and name"),
+    f"{Target.__module__}.Target": (
+        "Target", "sm, arch, suffix, ptx_isa, ptx_version and compute_capability")}
 
 
 def _template_error(spec: Any, exc: jinja2.TemplateError) -> RenderError:
@@ -130,9 +134,9 @@ def _template_error(spec: Any, exc: jinja2.TemplateError) -> RenderError:
                            f"{undefined[1]!r}; {LAUNCH_NOT_IN_PTX}")
     missing = _NO_ATTRIBUTE.fullmatch(str(exc))
     if isinstance(exc, jinja2.UndefinedError) and missing and missing[1] in _TEMPLATE_ATTRIBUTES:
-        kind, name = missing[1], missing[2]
-        return RenderError(f"{spec!r}: {where}: a {kind} has no attribute {name!r} (a template "
-                           f"reads {_TEMPLATE_ATTRIBUTES[kind]})")
+        kind, reads = _TEMPLATE_ATTRIBUTES[missing[1]]
+        return RenderError(f"{spec!r}: {where}: a {kind} has no attribute {missing[2]!r} (a "
+                           f"template reads {reads})")
     return RenderError(f"{spec!r}: {where}: {exc}")
 
 
