@@ -107,6 +107,21 @@ def test_key_of_a_file_in_a_package_is_the_applications(capsys, package, monkeyp
     assert out.splitlines() == [f"derived: {expected}"]
 
 
+def test_a_symlinked_file_is_named_where_it_is_named(capsys, package, monkeypatch):
+    """A package module that is a symlink to a file elsewhere is named by the link's place,
+    as Python names it: the key is the application's, not one of the target's folder."""
+    top, path = package
+    shared = path.parents[3] / "shared"
+    shared.mkdir()
+    path.rename(shared / "residual.py")
+    path.symlink_to(shared / "residual.py")
+    code, out, err = run(capsys, "key", f"{top}/kernels/residual.py:ResidualAdd",
+                         "hidden=4096")
+    assert code == 0, err
+    expected = application_key(top, path.parents[2], monkeypatch, hidden=4096)
+    assert out.splitlines() == [f"derived: {expected}"]
+
+
 def test_class_from_a_file_in_a_package_has_the_qualified_module(capsys, package):
     """The class's __module__ is the package-qualified name, the packages' __init__ ran,
     and the folder above the top package is off sys.path again."""

@@ -84,12 +84,13 @@ def _load_file(name: str) -> types.ModuleType:
                         "a file such as path/file.py, or a package by its module name)")
     if not path.is_file():
         raise SpecError(f"cannot import {name!r}: no such file")
-    resolved = path.resolve()
-    stem = resolved.stem
+    resolved = path.resolve()  # what the file is; named by where it is named (a symlink's)
+    given = Path(os.path.abspath(path))
+    stem = given.stem
     if not stem.isidentifier():
         raise SpecError(f"cannot import {name!r}: {stem!r} is not a valid module name")
-    module_name, root = file_module_name(resolved)
-    if root != resolved.parent:
+    module_name, root = file_module_name(given)
+    if root != given.parent:
         return _load_in_package(name, resolved, module_name, root)
     other = _other_module(stem, resolved)
     if other is not None:
