@@ -145,6 +145,21 @@ def test_factory_default_is_left_to_requests(tmp_path):
     assert str(info.value) == "K.factor must be a float (got 'x', a str)"
 
 
+def test_factory_keyword_is_attrs_spelling_of_a_factory_default(tmp_path):
+    """baked(factory=f) is baked(attrs.Factory(f)), as attrs.field spells it; with a default
+    too, or a factory that cannot be called, it is refused naming both."""
+    _template(tmp_path, "{{ entry }}")
+    calls = []
+    cls = _define(tmp_path, {"factor": (float, baked(factory=lambda: calls.append(1) or 3.0))})
+    assert cls().factor == 3.0 and cls(factor=2.0).factor == 2.0 and calls == [1]
+    with pytest.raises(SpecDefinitionError, match=r"^baked\(\.\.\.\) takes a default or a "
+                                                  r"factory, not both \(got 1\.0 and "):
+        baked(1.0, factory=float)
+    with pytest.raises(SpecDefinitionError, match=r"^launch\(factory=\.\.\.\) must be "
+                                                  r"callable \(got 5\)$"):
+        launch(factory=5)
+
+
 def test_computed_default_reading_a_later_field_says_so(tmp_path):
     """attrs sets fields in declaration order: a computed default that reads a field declared
     after it is a SpecDefinitionError naming both (not "'K' object has no attribute 'b'"),

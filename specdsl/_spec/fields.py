@@ -34,7 +34,14 @@ _NOTHING = attrs.NOTHING
 
 
 def _field(role: str, default: Any, validator: Any, converter: Any,
-           allow_nonfinite: bool, doc: str | None) -> Any:
+           allow_nonfinite: bool, doc: str | None, factory: Any = None) -> Any:
+    if factory is not None:  # attrs.field's spelling of attrs.Factory(factory)
+        if default is not _NOTHING:
+            raise SpecDefinitionError(f"{role}(...) takes a default or a factory, not both "
+                                      f"(got {default!r} and {factory!r})")
+        if not callable(factory):
+            raise SpecDefinitionError(f"{role}(factory=...) must be callable (got {factory!r})")
+        default = attrs.Factory(factory)
     choices = _choices_of(validator if isinstance(validator, (list, tuple)) else [validator])
     if isinstance(validator, (list, tuple)):
         validator = [_adapt_validator(v) for v in validator]
@@ -115,11 +122,13 @@ def reason_of(exc: Exception) -> str:
 
 
 def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
-          allow_nonfinite: bool = False, doc: str | None = None) -> Any:
+          factory: Any = None, allow_nonfinite: bool = False, doc: str | None = None) -> Any:
     """Declare a field that is rendered into the PTX and so is part of the derived key.
 
     Args:
-        default: the value when the caller gives none.
+        default: the value when the caller gives none; ``attrs.Factory(f)`` computes it
+            for each request (``attrs.Factory(f, takes_self=True)`` from the fields
+            declared before it).
         validator: a check, or a list of checks run in order: an attrs validator such
             as ``attrs.validators.ge(1)``, any ``check(instance, attribute, value)``, or
             a plain ``check(value)``. A check accepts the value by returning ``None`` or
@@ -137,6 +146,7 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
             the field), or a list of these run in order (``attrs.converters.pipe``
             alike). A ``ValueError``, ``TypeError`` or ``AssertionError`` it raises is a
             :class:`SpecError`.
+        factory: ``f``, as attrs spells ``default=attrs.Factory(f)`` (not with a default).
         allow_nonfinite: let a ``float`` field hold NaN and infinity (refused by default,
             since a template usually cannot render them meaningfully).
         doc: one line for ``specdsl list`` and the docs.
@@ -148,18 +158,18 @@ def baked(default: Any = _NOTHING, validator: Any = None, converter: Any = None,
     Returns:
         An attrs field definition, to be assigned in a :func:`kernel_spec` class body.
     """
-    return _field(BAKED, default, validator, converter, allow_nonfinite, doc)
+    return _field(BAKED, default, validator, converter, allow_nonfinite, doc, factory)
 
 
 def launch(default: Any = _NOTHING, validator: Any = None, converter: Any = None, *,
-           allow_nonfinite: bool = False, doc: str | None = None) -> Any:
+           factory: Any = None, allow_nonfinite: bool = False, doc: str | None = None) -> Any:
     """Declare a launch-only field (block size, grid policy): never visible to the template.
 
     Launch fields are typed and validated like baked ones but never enter the derived
     key, so two requests differing only in launch fields share one module. Arguments
     as for :func:`baked`.
     """
-    return _field(LAUNCH, default, validator, converter, allow_nonfinite, doc)
+    return _field(LAUNCH, default, validator, converter, allow_nonfinite, doc, factory)
 
 
 def role_of(attribute: attrs.Attribute[Any]) -> str | None:
