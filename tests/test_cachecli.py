@@ -174,15 +174,31 @@ def test_relative_folder_is_shown_absolute(capsys, tmp_path, monkeypatch):
 
 
 def test_other_entries_are_explained_and_cleared(capsys, warm):
-    """A foreign file among the entries counts as 'other', a line says what that is, and
-    clear removes it."""
+    """A foreign file and an older specdsl's entry among the entries count as 'other', a
+    line says what that is; clear removes the older entry and keeps the foreign file (a
+    folder named as the cache by mistake loses nothing of its own)."""
     foreign = warm / "entries" / "zz"
     foreign.mkdir(mode=0o700)
     (foreign / "left-by-someone").write_bytes(b"not an entry of any specdsl")
+    (foreign / "older").write_bytes(b"SPECDSL-CUBIN/0\n" + bytes(100))
     code, out, _ = run(capsys, "cache", "info", "--dir", str(warm))
     lines = out.splitlines()
-    assert code == 0 and lines[2] == "entries    2 cubins, 2 PTX, 1 other"
-    assert lines[3] == ("           (other: an older specdsl's entries, damaged or foreign "
-                        "files: never read; clear removes them)")
+    assert code == 0 and lines[2] == "entries    2 cubins, 2 PTX, 2 other"
+    assert lines[3] == ("           (other: never read: an older specdsl's entries or damaged "
+                        "ones, which clear removes, or files not specdsl's, which it keeps)")
     run(capsys, "cache", "clear", "--dir", str(warm))
-    assert not (foreign / "left-by-someone").exists()
+    assert (foreign / "left-by-someone").exists() and not (foreign / "older").exists()
+
+
+@pytest.mark.parametrize("argv", [["cache", "clear", "--dir", ""], ["cache", "--dir", "", "info"],
+                                  ["render", "vectoradd", "--out", ""]])
+def test_an_empty_folder_name_is_refused(capsys, argv, tmp_path, monkeypatch):
+    """--dir "" or --out "" (an unset shell variable) is refused: it would mean the working
+    folder, which cache clear would then act on, or stdout for render."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jinja").mkdir()
+    (tmp_path / "jinja" / "mine.txt").write_text("mine")
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "") and err.rstrip().endswith(
+        "an empty folder name (an unset variable?): give a folder, '.' for the working folder")
+    assert (tmp_path / "jinja" / "mine.txt").exists() and tmp_path.stat().st_mode & 0o777 != 0

@@ -10,15 +10,16 @@ import pytest
 
 from specdsl import Executor
 from specdsl._base import eviction
-from specdsl._base.cachefiles import read_entry
+from specdsl._base.cachefiles import MAGIC, read_entry
 from specdsl.kernels import RMSNorm, VectorAdd
 
 
 def _entry(root: Path, name: str, size: int, used_ns: int) -> Path:
-    """A fake entry file of ``size`` bytes last read at ``used_ns``."""
+    """A fake entry file of ``size`` bytes (at least a header's) last read at ``used_ns``:
+    it starts with a cubin entry's magic number, as eviction tells specdsl's files apart."""
     path = root / "entries" / name[:2] / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\0" * size)
+    path.write_bytes(MAGIC + b"\0" * (size - len(MAGIC)))
     os.utime(path, ns=(used_ns, used_ns))
     return path
 
@@ -84,14 +85,26 @@ def test_entry_rewritten_since_the_scan_survives(tmp_path, monkeypatch):
 def test_clear_removes_every_entry_and_the_empty_folders(tmp_path):
     """clear() leaves no entry and no entries/xx folder, and reports what it removed."""
     for name in ("aa1", "ab2", "cd3"):
-        _entry(tmp_path, name, 10, time.time_ns())
-    (tmp_path / "jinja").mkdir()
-    (tmp_path / "jinja" / "old-layout").mkdir()
-    (tmp_path / "jinja" / "old-layout" / "facts.json").write_text("{}")
+        _entry(tmp_path, name, 100, time.time_ns())
     removed = eviction.clear(tmp_path)
-    assert (removed.entries, removed.left_entries) == (4, 0)
+    assert (removed.entries, removed.left_entries) == (3, 0)
     assert list((tmp_path / "entries").iterdir()) == []
-    assert list((tmp_path / "jinja").iterdir()) == []
+
+
+def test_clear_keeps_files_that_are_not_specdsl_s(tmp_path):
+    """A folder named as the cache by mistake (a project with jinja/ and tmp/ folders) loses
+    nothing of its own to clear(): only files with an entry's magic number, and temp files
+    named as specdsl names them, are removed."""
+    _entry(tmp_path, "aa1", 100, time.time_ns())
+    mine = [tmp_path / "jinja" / "mine.txt", tmp_path / "jinja" / "macros" / "base.j2",
+            tmp_path / "entries" / "notes.md", tmp_path / "tmp" / "scratch.txt"]
+    for path in mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("the user's own, longer than an entry's header " * 4)
+    old = time.time() - eviction.STALE_TEMP_SECONDS - 60
+    os.utime(mine[-1], (old, old))
+    removed = eviction.clear(tmp_path)
+    assert removed.entries == 1 and all(path.exists() for path in mine)
 
 
 def test_cap_is_checked_on_the_first_write_and_every_64th(tmp_path, monkeypatch):

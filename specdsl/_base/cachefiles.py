@@ -35,7 +35,7 @@ from pathlib import Path
 from ..errors import CacheWarning
 
 __all__ = ["MAGIC", "PTX_MAGIC", "BYTECODE_MAGIC", "FACTS_MAGIC", "MAX_ENTRY_BYTES",
-           "HEADER_SIZE", "frame", "unframe", "read_entry", "write_entry", "refusal",
+           "HEADER_SIZE", "TEMP_PREFIX", "frame", "unframe", "read_entry", "write_entry", "refusal",
            "warn_once"]
 
 MAGIC = b"SPECDSL-CUBIN/1\n"
@@ -48,6 +48,8 @@ MAX_ENTRY_BYTES = 64 << 20
 
 _HEADER = struct.Struct(">16s32s32sQ")
 HEADER_SIZE = _HEADER.size
+#: The name prefix of a temp file an entry is written to (``tmp/``) before it is renamed.
+TEMP_PREFIX = "entry-"
 _ELF = b"\x7fELF"
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -171,7 +173,7 @@ def write_entry(target: Path, data: bytes, tmp: Path) -> None:
     Raises:
         OSError: the write failed (full disk, read-only folder); the temp file is removed.
     """
-    fd, name = tempfile.mkstemp(prefix="entry-", dir=tmp)  # mode 0600
+    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=tmp)  # mode 0600
     try:
         view = memoryview(data)
         while view:

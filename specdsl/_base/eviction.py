@@ -25,7 +25,14 @@ from pathlib import Path
 
 import attrs
 
-from .cachefiles import BYTECODE_MAGIC, FACTS_MAGIC, HEADER_SIZE, MAGIC, PTX_MAGIC
+from .cachefiles import (
+    BYTECODE_MAGIC,
+    FACTS_MAGIC,
+    HEADER_SIZE,
+    MAGIC,
+    PTX_MAGIC,
+    TEMP_PREFIX,
+)
 
 __all__ = ["CacheUsage", "Removed", "usage", "prune", "clear", "wrote", "scan", "PRUNE_EVERY",
            "STALE_TEMP_SECONDS"]
@@ -37,6 +44,8 @@ PRUNE_EVERY = 64
 STALE_TEMP_SECONDS = 3600
 #: The folders that hold entries, and the kinds of entry by format tag.
 ENTRY_FOLDERS = ("entries", "jinja")
+#: How every entry file of every specdsl version starts (each kind's magic number does).
+OUR_PREFIX = b"SPECDSL-"
 KINDS = {MAGIC: "cubin", PTX_MAGIC: "PTX", BYTECODE_MAGIC: "compiled template",
          FACTS_MAGIC: "template facts"}
 
@@ -117,6 +126,24 @@ def _kind(path: Path, info: os.stat_result) -> str:
         os.close(fd)
 
 
+def _ours(path: Path, info: os.stat_result) -> bool:
+    """Whether ``path`` is an entry some specdsl wrote: a regular file that starts with
+    :data:`OUR_PREFIX` (this version's kinds, an older version's, a damaged one's)."""
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        return os.read(fd, len(OUR_PREFIX)) == OUR_PREFIX
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def usage(root: Path) -> CacheUsage:
     """What the cache folder ``root`` holds (nothing, if it does not exist)."""
     entries = scan(root)
@@ -142,7 +169,9 @@ def _remove(path: Path, before: os.stat_result) -> bool:
 def _sweep_stale_temps(root: Path) -> None:
     cutoff = time.time() - STALE_TEMP_SECONDS
     for path, info in _files(root / "tmp"):
-        if info.st_mtime < cutoff:
+        # only specdsl's own temp files (cachefiles.write_entry's): a folder named as the
+        # cache by mistake keeps whatever else its tmp/ holds
+        if info.st_mtime < cutoff and path.name.startswith(TEMP_PREFIX):
             with contextlib.suppress(OSError):
                 _remove(path, info)
 
@@ -151,15 +180,18 @@ def prune(root: Path, max_bytes: int) -> Removed:
     """Remove the entries read least recently until ``root``'s entries fit ``max_bytes``.
 
     Never removes a temp file younger than :data:`STALE_TEMP_SECONDS` (a write in flight),
-    nor an entry rewritten since the scan. Files that cannot be removed (a read-only
-    folder) are left.
+    nor an entry rewritten since the scan, nor a file that is not one of specdsl's (an entry
+    of any version starts with :data:`OUR_PREFIX`, a temp file's name with
+    :data:`TEMP_PREFIX`): a folder named as the cache by mistake loses nothing of its own.
+    Files that cannot be removed (a read-only folder) are left.
 
     Args:
         root: the cache folder.
         max_bytes: the cap, in bytes (0 removes every entry).
     """
     _sweep_stale_temps(root)
-    entries = sorted(scan(root), key=lambda item: item[1].st_atime_ns)
+    entries = sorted(((path, info) for path, info in scan(root) if _ours(path, info)),
+                     key=lambda item: item[1].st_atime_ns)
     total = sum(info.st_size for _, info in entries)
     removed = freed = 0
     for path, info in entries:

@@ -16,6 +16,7 @@ from .._base import eviction
 from .._base.cachedir import prepare_folder
 from ..config import Knobs, knobs, parse_size
 from ..errors import CacheDirError, ConfigError
+from .folders import folder_argument
 
 __all__ = ["add_arguments", "command_cache", "format_size"]
 
@@ -41,6 +42,10 @@ def _cap(text: str) -> int:
     return size
 
 
+def _folder_path(text: str) -> Path:
+    return Path(folder_argument(text))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``info``, ``clear`` and ``prune`` actions to the ``cache`` verb's parser.
 
@@ -50,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     dir_help = "the cache folder (default: SPECDSL_CACHE_DIR or ~/.cache/specdsl)"
     cap_help = "prune only: the cap, e.g. 512M (default: SPECDSL_CACHE_MAX_BYTES, 1G)"
-    parser.add_argument("--dir", type=Path, default=None, metavar="DIR", help=dir_help)
+    parser.add_argument("--dir", type=_folder_path, default=None, metavar="DIR", help=dir_help)
     parser.add_argument("--max-bytes", type=_cap, default=None, metavar="SIZE", help=cap_help)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
                                     help="info, clear or prune")
@@ -67,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action.add_argument("--strict", action="store_true", default=argparse.SUPPRESS,
                             help="an UnreadFieldWarning (a baked field no template reads) "
                                  "is an error (exit 2), for CI")
-        action.add_argument("--dir", type=Path, default=argparse.SUPPRESS, metavar="DIR",
+        action.add_argument("--dir", type=_folder_path, default=argparse.SUPPRESS, metavar="DIR",
                             help=dir_help)
         action.add_argument("--max-bytes", type=_cap, default=argparse.SUPPRESS,
                             metavar="SIZE",
@@ -127,8 +132,8 @@ def _info(root: Path, exists: bool) -> None:
         kinds = ", ".join(_count(usage.kinds[kind], kind) for kind in order if kind in usage.kinds)
         print(f"entries    {kinds or 'none'}")
         if "other" in usage.kinds:
-            print("           (other: an older specdsl's entries, damaged or foreign "
-                  "files: never read; clear removes them)")
+            print("           (other: never read: an older specdsl's entries or damaged "
+                  "ones, which clear removes, or files not specdsl's, which it keeps)")
         print(f"temp       {usage.temp_files} files ({format_size(usage.temp_bytes)})")
     print(f"toolchain  {_toolchain()}")
 
