@@ -78,13 +78,16 @@ def test_prune_to_the_environment_cap(capsys, warm, monkeypatch):
     assert code == 0 and "; 0 entries (0 B) left, cap 1 B" in out
 
 
-@pytest.mark.parametrize("value", ["lots", "off", "1.5G"])
+@pytest.mark.parametrize("value", ["lots", "off", "0", "1.5G"])
 def test_bad_max_bytes_is_a_usage_error(capsys, tmp_path, value):
-    """A bad --max-bytes is one usage error line, exit 2."""
+    """A bad --max-bytes is one usage error line, exit 2; an off word (which means no cap
+    in the variable) says what to use instead."""
     code, out, err = run(capsys, "cache", "prune", "--max-bytes", value, "--dir", str(tmp_path))
     assert (code, out) == (2, "")
+    off = ("; 0, off and none mean no cap in SPECDSL_CACHE_MAX_BYTES: to remove every entry, "
+           "use 'cache clear'") if value in ("off", "0") else ""
     assert err == (f"specdsl cache prune: error: argument --max-bytes: must be a size in bytes "
-                   f"such as 1073741824, 512M or 4G (got {value!r})\n")
+                   f"such as 1073741824, 512M or 4G (got {value!r}){off}\n")
 
 
 @pytest.mark.parametrize("argv", [

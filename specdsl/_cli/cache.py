@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._base import eviction
 from .._base.cachedir import prepare_folder
-from ..config import Knobs, knobs, parse_size
+from ..config import OFF, Knobs, knobs, parse_size
 from ..errors import CacheDirError, ConfigError
 from .folders import folder_argument
 
@@ -37,8 +37,12 @@ def _cap(text: str) -> int:
     except ConfigError:
         size = None
     if size is None:
+        # parse_size reads 0, off and none as no cap (SPECDSL_CACHE_MAX_BYTES), which a
+        # prune with a cap named on the command line cannot mean: say so
+        off = ("; 0, off and none mean no cap in SPECDSL_CACHE_MAX_BYTES: to remove every "
+               "entry, use 'cache clear'") if text.strip().lower() in (*OFF, "none") else ""
         raise argparse.ArgumentTypeError(f"must be a size in bytes such as 1073741824, 512M "
-                                         f"or 4G (got {text!r})")
+                                         f"or 4G (got {text!r}){off}")
     return size
 
 
