@@ -110,38 +110,34 @@ def _unchanged(path: Path, before: os.stat_result) -> bool:
         (before.st_ino, before.st_size, before.st_mtime_ns)
 
 
-def _kind(path: Path, info: os.stat_result) -> str:
-    if not stat.S_ISREG(info.st_mode) or info.st_size < HEADER_SIZE:
-        return "other"
+def _head(path: Path, info: os.stat_result, size: int) -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (not following a link), or
+    ``b""`` for anything else or a file that cannot be read."""
+    if not stat.S_ISREG(info.st_mode):
+        return b""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
                      | getattr(os, "O_NONBLOCK", 0))
     except OSError:
-        return "other"
+        return b""
     try:
-        return KINDS.get(os.read(fd, 16), "other")
+        return os.read(fd, size)
     except OSError:
-        return "other"
+        return b""
     finally:
         os.close(fd)
+
+
+def _kind(path: Path, info: os.stat_result) -> str:
+    if info.st_size < HEADER_SIZE:
+        return "other"
+    return KINDS.get(_head(path, info, 16), "other")
 
 
 def _ours(path: Path, info: os.stat_result) -> bool:
     """Whether ``path`` is an entry some specdsl wrote: a regular file that starts with
     :data:`OUR_PREFIX` (this version's kinds, an older version's, a damaged one's)."""
-    if not stat.S_ISREG(info.st_mode):
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False
-    try:
-        return os.read(fd, len(OUR_PREFIX)) == OUR_PREFIX
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return _head(path, info, len(OUR_PREFIX)) == OUR_PREFIX
 
 
 def usage(root: Path) -> CacheUsage:
