@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._base import eviction
 from .._base.cachedir import prepare_folder
-from ..config import OFF, Knobs, knobs, parse_size
+from ..config import Knobs, knobs, parse_size
 from ..errors import CacheDirError, ConfigError
 from .folders import folder_argument
 
@@ -35,12 +35,11 @@ def _cap(text: str) -> int:
     try:
         size = parse_size("--max-bytes", text)
     except ConfigError:
-        size = None
-    if size is None:
-        # parse_size reads 0, off and none as no cap (SPECDSL_CACHE_MAX_BYTES), which a
-        # prune with a cap named on the command line cannot mean: say so
+        size, off = None, ""
+    else:  # parse_size's None is an off word: no cap in SPECDSL_CACHE_MAX_BYTES, so say so
         off = ("; 0, off and none mean no cap in SPECDSL_CACHE_MAX_BYTES: to remove every "
-               "entry, use 'cache clear'") if text.strip().lower() in (*OFF, "none") else ""
+               "entry, use 'cache clear'") if size is None else ""
+    if size is None:
         raise argparse.ArgumentTypeError(f"must be a size in bytes such as 1073741824, 512M "
                                          f"or 4G (got {text!r}){off}")
     return size
