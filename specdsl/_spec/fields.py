@@ -258,8 +258,7 @@ def in_order(owner: str, fields: list[attrs.Attribute[Any]]) -> list[attrs.Attri
     field and the values it was computed from."""
     names = [field.name for field in fields]
     for index, field in enumerate(fields):
-        guard = _Guard(owner, field.name, tuple(fields[:index]), frozenset(names[index + 1:]),
-                       frozenset(names))
+        guard = _Guard(owner, field.name, tuple(fields[:index]), frozenset(names[index + 1:]))
         default: Any = field.default
         if is_factory(default) and default.takes_self:
             compute = guard.wrap("computed default", default.factory, 0)
@@ -283,7 +282,6 @@ class _Guard:
     name: str
     earlier: tuple[attrs.Attribute[Any], ...]
     later: frozenset[str]
-    fields: frozenset[str]
 
     def wrap(self, what: str, call: Callable[..., Any], instance_at: int) -> Callable[..., Any]:
         """``call``, explaining its failures; the instance is its argument ``instance_at``."""
@@ -324,8 +322,7 @@ class _Guard:
             where = (f"{name!r}, which is declared after it; it sees only the fields declared "
                      f"before it (attrs sets them in order): declare {self.name!r} after "
                      f"{name!r}")
-        elif name not in self.fields and inspect.getattr_static(type(instance), name,
-                                                                 None) is None:
+        elif inspect.getattr_static(type(instance), name, None) is None:  # (a field is a slot)
             where = f"{name!r}, which is no field of the class"
         else:
             return None
