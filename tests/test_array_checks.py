@@ -3,8 +3,6 @@ and checked at every launch (element type and size), on both launch paths, witho
 
 from __future__ import annotations
 
-import sys
-import textwrap
 from typing import ClassVar
 
 import numpy as np
@@ -150,43 +148,19 @@ def test_arrays_are_planned_once_per_module(monkeypatch, launch_path):
     assert len(calls) == 1 and module.packer.arrays is module.arrays
 
 
-def test_verify_fails_a_misdeclared_array_and_goes_on(capsys, tmp_path, monkeypatch):
-    """specdsl verify on a user spec file prints a FAIL line naming each misdeclared
-    request and its problem, passes the correct one, and exits 1."""
+def test_verify_fails_a_misdeclared_array_and_goes_on(capsys):
+    """specdsl verify on a user spec file (this one) prints a FAIL line naming each
+    misdeclared request and its problem, passes the correct one, and exits 1."""
     from specdsl._cli.main import main
+    from specdsl._review.requests import format_request
 
-    path = tmp_path / "arraykernels.py"
-    path.write_text(textwrap.dedent("""
-        from typing import ClassVar
-        from specdsl import DType, baked, kernel_spec
-
-        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-        class BadName:
-            dtype: DType = baked(DType.F32)
-            arrays: ClassVar[dict[str, str]] = {"z": "dtype[n]"}
-
-        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-        class BadDim:
-            dtype: DType = baked(DType.F32)
-            arrays: ClassVar[dict[str, str]] = {"a": "dtype[rows, n]"}
-
-        @kernel_spec(template="vector_add.ptx.j2", entry="vector_add")
-        class Good:
-            dtype: DType = baked(DType.F32)
-            arrays: ClassVar[dict[str, str]] = {"a": "dtype[n]", "out": "dtype[n]"}
-    """))
-    monkeypatch.delitem(sys.modules, "arraykernels", raising=False)
-    code = main(["verify", "--target", "sm_90"] +
-                [f"{path}:{name}" for name in ("BadName", "BadDim", "Good")])
+    code = main(["verify", "--target", "sm_90", "vectoradd"] +
+                [f"{__file__}:{cls.__name__}" for cls, _ in MISDECLARED])
     out = capsys.readouterr().out
     fails = [line for line in out.splitlines() if line.startswith("FAIL")]
     assert code == 1 and out.rstrip().endswith("1 passed, 2 failed"), out
-    assert fails == [
-        f"FAIL {path}:BadName dtype=f32: SpecDefinitionError: BadName.arrays['z']: "
-        "vector_add has no .ptr parameter 'z' for this request (its pointers: a, b, out); "
-        "declare it '... if CONDITION else None' where a request has no such parameter",
-        f"FAIL {path}:BadDim dtype=f32: SpecDefinitionError: BadDim.arrays['a']: 'rows' "
-        "is neither a baked int field nor an integer .param (integer .params: n)"]
+    assert fails == [f"FAIL {format_request(cls())}: SpecDefinitionError: {message}"
+                     for cls, message in MISDECLARED]
 
 
 def test_conditions_pick_a_declaration_per_request():
