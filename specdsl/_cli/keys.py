@@ -110,11 +110,12 @@ def command_list(args: argparse.Namespace) -> int:
 def command_key(args: argparse.Namespace) -> int:
     """``specdsl key SPEC [field=value ...] [--explain] [--json]``: the derived key (and the
     hand-written one); ``--explain`` adds each input the derived key hashes."""
+    cls = resolve_spec(args.request[0])  # a first word that is no spec is the error to report
     second = next((word for word in args.request[1:] if names_a_spec(word)), None)
     if second is not None:
         raise UsageError(args.verb_parser.prog, "key takes one request: give its SPEC once, "
                                                 f"then field=value words (got {second!r})")
-    spec = parse_request(resolve_spec(args.request[0]), args.request[1:])
+    spec = parse_request(cls, args.request[1:])
     target = args.target
     key, written = derived_key(spec, target), hand_key(spec)
     inputs = key_inputs(spec, target)

@@ -113,12 +113,12 @@ def command_render(args: argparse.Namespace) -> int:
     if not args.out:
         if args.variants:
             raise UsageError(prog, "render --variants writes one file per request: give --out DIR")
+        cls = resolve_spec(args.request[0])  # a first word that is no spec is the error
         second = next((word for word in args.request[1:] if names_a_spec(word)), None)
         if second is not None:
             raise UsageError(prog, "render of several requests writes one file per request: "
                                    f"give --out DIR ({second!r} starts a second request)")
-        sys.stdout.write(render(parse_request(resolve_spec(args.request[0]), args.request[1:]),
-                                args.target))
+        sys.stdout.write(render(parse_request(cls, args.request[1:]), args.target))
         return OK
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(prog, f"--out {args.out!r} is a file: give a folder (made if missing)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +18,8 @@ from .user_modules import is_file_name, load_module
 from .working_folder import in_working_folder
 
 __all__ = ["resolve_spec", "spec_classes", "declared_specs"]
+
+_TARGET_SHAPE = re.compile(r"sm_\d+[a-z]?")
 
 
 def resolve_spec(name: str) -> type:
@@ -40,7 +43,8 @@ def resolve_spec(name: str) -> type:
             raise SpecError(f"unknown spec {name!r}: name a class in a file after a colon, "
                             f"as 'path/file.py:ClassName'{_class_hint(name)}")
         if cls is None:
-            hint = _class_hint(name) or did_you_mean([name.lower()], sorted(builtin))
+            hint = (_class_hint(name) or _target_hint(name)
+                    or did_you_mean([name.lower()], sorted(builtin)))
             raise SpecError(f"unknown spec {name!r}: built-in specs are "
                             f"{', '.join(sorted(builtin))}, or give 'package.module:ClassName'"
                             f"{hint}")
@@ -67,6 +71,15 @@ def names_a_spec(word: str) -> bool:
     """Whether a word among field words names a spec (a built-in name, ``MODULE:Class``):
     a second request, not a malformed field word."""
     return "=" not in word and (word.lower() in builtin_specs() or ":" in word)
+
+
+def _target_hint(name: str) -> str:
+    """``"; a target is given as --target sm_80a"`` for a name shaped like a compile target
+    (``render sm_90 rmsnorm``), which is no spec; ``""`` otherwise. The shape is enough: a
+    malformed target (``sm_80a``) is what --target itself explains."""
+    if _TARGET_SHAPE.fullmatch(name.lower()):
+        return f"; a target is given as --target {name}"
+    return ""
 
 
 def _class_hint(name: str) -> str:
