@@ -510,7 +510,7 @@ def test_liger_rope_adapter_matches_the_reference(cpu_torch, monkeypatch):
 def test_copy_rate_sweep_times_each_candidate_after_its_default():
     """copy-rate builds (without a GPU) every candidate of RMSNorm, RMSNorm+residual, Softmax
     and RoPE at 16384 tokens x 4096 and 8192 and at 16 tokens, the default request first."""
-    cases = variants.copy_rate(None)
+    cases = variants.experiment_cases("copy-rate", None)
     shapes: dict = {}
     for case in cases:
         shapes.setdefault((case.kernel, case.tokens, case.series.split()[0]), []).append(case)
@@ -542,6 +542,26 @@ def test_ctas_sweeps_time_each_count_once(name):
         counts = [spec.min_ctas_per_sm or 1024 // spec.block for spec in specs]
         assert specs[0] == defaults and len(set(specs)) == len(specs), specs
         assert sorted(counts) == list(range(1024 // plain.block, 2048 // plain.block + 1))
+
+
+def test_experiments_time_each_request_once():
+    """A candidate a default has come to equal is not timed again: RMSNormQuant 11520's
+    block of before is the dynamic and static scales' default again, so it is timed once,
+    against the group mode's 288 threads. Every other request is kept, in order."""
+    def request(case):
+        return (case.kernel, case.tokens, case.detail, case.spec)
+
+    quant = [(case.shape, case.spec.block)
+             for case in variants.experiment_cases("quant-mode-block", None)
+             if "11520" in case.shape]
+    assert quant == [("tokens=16384 hidden=11520 dynamic", 384),
+                     ("tokens=16384 hidden=11520 static", 384),
+                     ("tokens=16384 hidden=11520 dynamic block=288 min_ctas_per_sm=3", 288),
+                     ("tokens=16384 hidden=11520 static block=288 min_ctas_per_sm=3", 288)]
+    for name, build in variants.EXPERIMENTS.items():
+        cases = build(None)
+        firsts = list(dict.fromkeys(request(case) for case in cases))
+        assert [request(case) for case in variants.experiment_cases(name, None)] == firsts
 
 
 def test_every_case_records_the_request_it_times():

@@ -13,7 +13,7 @@ from specdsl import DType, RenderError, SpecError, render
 from specdsl.kernels import RMSNorm, RMSNormQuant, rmsnorm
 from specdsl.kernels._rows import register_cap
 from specdsl.kernels.case import TOLERANCE, from_bits, to_bits
-from specdsl.kernels.rmsnorm_quant import example, reference
+from specdsl.kernels.rmsnorm_quant import default_block, example, reference
 
 MODES = ("dynamic", "static", "group")
 
@@ -47,8 +47,9 @@ def test_default_block():
     """Without the residual, rows of 16-byte vectors take 4 vectors a thread in at least
     128 threads, never more threads than RMSNorm; longer rows take the fewest threads from
     256 up that hold them in whole sweeps of 5 to 8 vectors at 3 or more CTAs an SM (256,
-    288 or 320 threads: bf16 10240, 11520, 12800, ... 20480 and f32 at half those; not 9216
-    bf16, 4.5 a thread on 256, nor 24576, 2 CTAs of 384); with the residual, and for odd lengths,
+    288 or 320 threads: bf16 10240, 11520 (group scales), 12800, ... 20480 and f32 at half
+    those; not 9216 bf16, 4.5 a thread on 256, nor 24576, 2 CTAs of 384); with the residual,
+    and for odd lengths,
     the block is RMSNorm's for rows of the same vectors (RMSNormQuant moves odd rows in
     narrow vectors, RMSNorm in a window: rmsnorm.default_block(window=False))."""
     found = {(hidden, dtype): RMSNormQuant(hidden=hidden, dtype=dtype).block
@@ -64,8 +65,8 @@ def test_default_block():
                      (20480, "bf16"): 320, (20480, "f32"): 640, (24576, "bf16"): 512,
                      (24576, "f32"): 768}
     assert RMSNormQuant(hidden=16384, dtype="f16").block == 256
-    assert [RMSNormQuant(hidden=h).block for h in (11520, 12800, 17920, 18432)] == \
-        [288, 320, 320, 288]
+    assert [RMSNormQuant(hidden=h).block for h in (12800, 13824, 17920, 18432)] == \
+        [320, 288, 320, 288]
     # test_kernel_quant_adversarial's 6 sweeps a thread are this default
     assert RMSNormQuant(hidden=12288, dtype="f16", scale_mode="group").block == 256
     for hidden in (2880, 4096, 4097, 7168, 16384):
@@ -74,6 +75,26 @@ def test_default_block():
     assert RMSNormQuant(hidden=4097).block == 480 == \
         rmsnorm.default_block(4097, DType.BF16, window=False)
     assert RMSNorm(hidden=4096).block == rmsnorm.default_block(4096, DType.BF16, window=False)
+
+
+def test_long_row_block_by_scale_mode():
+    """The dynamic and static scales take a long row's block only where it puts more CTAs
+    on an SM than RMSNorm's: f16/bf16 11520 keeps 384 threads x 3 CTAs (1.021x to 1.026x
+    over 288 x 3 on the H200), the group mode takes 288 x 3 (1.044x); every other width
+    is the same in every mode."""
+    for dtype in ("bf16", "f16"):
+        found = {mode: RMSNormQuant(hidden=11520, dtype=dtype, scale_mode=mode)
+                 for mode in ("dynamic", "static", "group")}
+        assert {mode: (spec.block, spec.min_ctas_per_sm) for mode, spec in found.items()} == \
+            {"dynamic": (384, 3), "static": (384, 3), "group": (288, 3)}
+    for dtype in (DType.BF16, DType.F16, DType.F32):
+        for hidden in range(1024, 32769, 64):
+            try:
+                blocks = {default_block(hidden, dtype, False, mode)
+                          for mode in ("dynamic", "static", "group")}
+            except SpecError:
+                continue  # a row no block holds in registers
+            assert len(blocks) == 1 or (dtype.size, hidden) == (2, 11520), (dtype, hidden)
 
 
 @pytest.mark.parametrize("hidden,block,ctas,registers", [

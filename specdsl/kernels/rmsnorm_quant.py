@@ -51,7 +51,8 @@ MOST_VECTORS_PER_THREAD = max(ROW_REGISTERS_NEEDED)
 LONG_ROW_CTAS = 3
 
 
-def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
+def default_block(hidden: int, dtype: DType, fused_residual: bool,
+                  scale_mode: str = "dynamic") -> int:
     """Threads per CTA for rows of ``hidden`` elements of ``dtype`` (the ``block`` default).
 
     With ``fused_residual``, or rows of narrower than 16-byte vectors (odd lengths): RMSNorm's
@@ -64,7 +65,12 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
     SM, where there are such (256, 288 or 320 threads): f16/bf16 hidden 10240, 12288, 14336
     and 16384 take 256 (5 to 8 vectors a thread, 4 CTAs an SM), 11520, 13824, 16128 and
     18432 take 288, 12800, 15360, 17920 and 20480 take 320 (3 CTAs); f32 at half those
-    widths. Measured on the H200 (``benchmarks/variants.py quant-block`` and
+    widths. The dynamic and static scales take that block only where it puts more CTAs on
+    an SM than RMSNorm's block: f16/bf16 11520 keeps RMSNorm's 384 threads x 3 CTAs
+    there, which ran 1.026x (dynamic) and 1.021x (static) against 288 x 3 (H200,
+    2026-12-01, ``variants.py quant-mode-block --rounds 3``, 16384 rows: 141.3 against
+    145.0 us, 134.6 against 137.5), while the group mode ran 1.044x the other way
+    (``quant-long-rows``). Measured on the H200 (``benchmarks/variants.py quant-block`` and
     ``quant-long-rows``, docs/kernels/rmsnorm.md), bf16, 16384 rows: 4096, dynamic scales,
     51.9 us with 128 threads against 58.1 us with 256 (RMSNorm's 512 ran 75.9); 7168, 95.0
     us with 224 against 108.9 us with RMSNorm's 448; 16384, 191.2 us with 256 against 207.5
@@ -80,12 +86,16 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool) -> int:
         return plain
     vectors = max(1, hidden // lanes)
     fewest = threads_for(vectors, VECTORS_PER_THREAD)
+    # Fewer threads at no more CTAs an SM leave fewer warps to cover the row's barriers:
+    # only the group mode, whose scales need more registers a thread, gains from them.
+    least_ctas = LONG_ROW_CTAS if scale_mode == "group" else max(
+        LONG_ROW_CTAS, _ctas_per_sm(hidden, dtype, plain) + 1)
     for threads in range(LONG_ROW_THREADS, fewest, 32):
         # Whole sweeps only (9216 at 4.5 vectors a thread on 256 ran 0.95x to 0.99x), and
         # at least LONG_ROW_CTAS CTAs an SM (2 CTAs of 384 threads: 0.96x to 1.04x by mode).
         sweeps, rest = divmod(vectors, threads)
         if (not rest and sweeps <= MOST_VECTORS_PER_THREAD
-                and (default_min_ctas(hidden, dtype, threads) or 0) >= LONG_ROW_CTAS):
+                and _ctas_per_sm(hidden, dtype, threads) >= least_ctas):
             return min(plain, threads)
     return min(plain, max(LEAST_THREADS, fewest))
 
@@ -110,6 +120,12 @@ def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
     if lanes * dtype.size < 16 or per_thread not in ROW_REGISTERS_NEEDED:
         return None
     return min_ctas_for(block, ROW_REGISTERS_NEEDED[per_thread])
+
+
+def _ctas_per_sm(hidden: int, dtype: DType, block: int) -> int:
+    """CTAs an SM holds of ``block`` threads for rows of ``hidden``: the
+    ``min_ctas_per_sm`` default, else what its None means (``1024 // block``)."""
+    return default_min_ctas(hidden, dtype, block) or 1024 // block
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
@@ -183,7 +199,8 @@ class RMSNormQuant:
         "dynamic", validator=_check_scale_mode,
         doc="a scale a row (dynamic), one read at launch (static), or a scale a group of 128")
     block: int = baked(attrs.Factory(
-                           lambda self: default_block(self.hidden, self.dtype, self.fused_residual),
+                           lambda self: default_block(self.hidden, self.dtype, self.fused_residual,
+                                                      self.scale_mode),
                            takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per row)")
     l2_evict_last: bool = baked(False, validator=l2_evict_last_field,
