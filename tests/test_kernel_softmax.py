@@ -610,10 +610,12 @@ TUNED = [(cols, dtype, scale, fields)
     for cols, dtype, scale, fields in (
         (4096, "bf16", 1.0, {}), (8192, "bf16", -0.5, {}), (16384, "bf16", 1.0, {}),
         (2880, "f16", 1.0, {}), (8192, "f32", 1.0, {}), (32768, "bf16", 1.0, {}),
+        (7680, "bf16", 1.0, {}), (7680, "f16", -0.5, {}),
         (4096, "bf16", 1.0, dict(rows_per_cta=2)))] + [
     # the CTA count of before for the rows MORE_CTAS gives more
     (cols, dtype, 1.0, dict(min_ctas_per_sm=None))
-    for cols in (4096, 5120, 5632) for dtype in ("bf16", "f16")]
+    for cols in (4096, 5120, 5632) for dtype in ("bf16", "f16")] + [
+    (7680, dtype, 1.0, dict(l2_evict_last=True, min_ctas_per_sm=None)) for dtype in ("bf16", "f16")]
 
 
 @pytest.mark.parametrize("cols,ctas", [(4096, 7), (5120, 6), (5632, 6)])
@@ -625,6 +627,25 @@ def test_more_ctas_rows_take_them_without_spills(cols, ctas, dtype, keep):
     spec = Softmax(cols=cols, dtype=dtype, l2_evict_last=keep)
     assert spec.min_ctas_per_sm == ctas and f".minnctapersm {ctas}" in render(spec)
     assert_no_spills(assemble(spec))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_kept_rows_of_7680_take_6_ctas(dtype):
+    """With l2_evict_last, f16/bf16 cols 7680 on its default block (256 threads) takes 6
+    CTAs an SM (KEPT_MORE_CTAS) and assembles without spills; without the field, on
+    another block, f32 or 2 rows a CTA it keeps None (a split row refuses the field), and
+    no other multiple of 512
+    from 4096 to 8192 takes a count with the field that it does not take without it."""
+    spec = Softmax(cols=7680, dtype=dtype, l2_evict_last=True)
+    assert (spec.block, spec.min_ctas_per_sm) == (256, 6) and ".minnctapersm 6" in render(spec)
+    assert_no_spills(assemble(spec))
+    assert [Softmax(cols=7680, dtype=dtype, **fields).min_ctas_per_sm for fields in (
+        {}, dict(l2_evict_last=True, block=512), dict(l2_evict_last=True, rows_per_cta=2),
+    )] == [None] * 3
+    assert Softmax(cols=7680, dtype="f32", l2_evict_last=True).min_ctas_per_sm is None
+    assert [cols for cols in range(4096, 8193, 512)
+            if Softmax(cols=cols, dtype=dtype, l2_evict_last=True).min_ctas_per_sm
+            != Softmax(cols=cols, dtype=dtype).min_ctas_per_sm] == [7680]
 
 
 def test_other_rows_keep_1024_over_block():

@@ -18,7 +18,7 @@ from ._rows import (
 )
 
 __all__ = ["MOST_CHUNKS", "VECTORS_PER_THREAD", "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS",
-           "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
+           "KEPT_MORE_CTAS", "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
            "default_rows_per_cta", "default_min_ctas"]
 
 #: Chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it).
@@ -43,6 +43,14 @@ ROWS_PER_CTA = 1
 #: (256) 92.9 -> 92.1 at 6. At every other multiple of 512 from 4608 to 8192 more CTAs ran
 #: 0.81x to 1.00x.
 MORE_CTAS = {4096: 7, 5120: 6, 5632: 6}
+#: :data:`MORE_CTAS` with ``l2_evict_last``, where x stays in L2: cols 7680 (256 threads)
+#: takes 6 CTAs an SM too (40 registers, no spills). Measured on the H200
+#: (``benchmarks/variants.py softmax-kept-ctas --rounds 3``, 2026-12-01, bf16, 16384 rows,
+#: us, the range over the rounds): 121.8 to 122.1 at 4 CTAs, 120.6 to 120.8 at 6 (1.010x);
+#: without the field 6 ran 0.99x (``softmax-ctas``). The other rows of MORE_CTAS gain as
+#: without it; every other multiple of 512 from 4608 to 8192 ran at most 0.6% faster at
+#: another count.
+KEPT_MORE_CTAS = {**MORE_CTAS, 7680: 6}
 
 
 def default_block(cols: int, dtype: DType) -> int:
@@ -100,10 +108,11 @@ def default_rows_per_cta(spec: Any) -> int:
 
 
 def default_min_ctas(spec: Any) -> int | None:
-    """The ``min_ctas_per_sm`` default of a spec being built: :data:`MORE_CTAS` for an
-    f16/bf16 row it names, unsplit, one a CTA, on its default block; else None
-    (``1024 // block``)."""
-    ctas = MORE_CTAS.get(spec.cols) if isinstance(spec.cols, int) else None
+    """The ``min_ctas_per_sm`` default of a spec being built: :data:`MORE_CTAS` (with
+    ``l2_evict_last``, :data:`KEPT_MORE_CTAS`) for an f16/bf16 row it names, unsplit, one a
+    CTA, on its default block; else None (``1024 // block``)."""
+    table = KEPT_MORE_CTAS if spec.l2_evict_last else MORE_CTAS
+    ctas = table.get(spec.cols) if isinstance(spec.cols, int) else None
     if ctas is None or spec.dtype.size != 2 or (spec.split, spec.rows_per_cta) != (1, 1):
         return None
     return ctas if spec.block == default_block(spec.cols, spec.dtype) else None

@@ -25,6 +25,7 @@ from ._rows import (
     vector_elements,
 )
 from ._softmax_layout import (
+    KEPT_MORE_CTAS,
     MAX_SPLIT,
     MORE_CTAS,
     MOST_CHUNKS,
@@ -40,7 +41,7 @@ from ._softmax_layout import (
 from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "default_block", "MAX_COLS",
-           "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS"]
+           "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS", "KEPT_MORE_CTAS"]
 
 #: Longest row (8 chunks of 1024 threads x 8 vectors would allow 524288 f16/bf16;
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
@@ -182,7 +183,8 @@ class Softmax:
             to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
             (a window of up to 3 vectors a thread adds ``.maxnreg 40``). The default is
             None, or :data:`MORE_CTAS` for f16/bf16 cols 4096, 5120 and 5632 (unsplit, one
-            row a CTA, the default block: 1.004x to 1.037x on the H200, bf16 timed).
+            row a CTA, the default block: 1.004x to 1.037x on the H200, bf16 timed); with
+            ``l2_evict_last``, :data:`KEPT_MORE_CTAS`, which adds cols 7680 (1.010x).
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
