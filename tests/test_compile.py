@@ -175,6 +175,41 @@ def test_verify_maxrregcount_limits_registers(capsys, pressure):
     assert _verify_registers(capsys, pressure, "--maxrregcount", "32") <= 32
 
 
+@pytest.mark.parametrize("spec, entry, registers, directives", [
+    ("silumul", "silu_mul", 56, ".maxntid 1024, 1, 1"),
+    ("rmsnorm", "rmsnorm", 40, ".reqntid 256, .minnctapersm 4"),
+])
+def test_verify_notes_a_limit_the_entry_overrides(capsys, spec, entry, registers, directives):
+    """An entry whose own launch bounds set its register budget keeps it under
+    --maxrregcount 32, and ptxas's log does not say so: verify passes the request with a
+    NOTE line naming the entry, its registers and its directives (and JSON "notes")."""
+    import json
+
+    from specdsl._cli.main import main
+
+    note = (f"{entry} keeps {registers} registers, above -maxrregcount=32: its own "
+            f"{directives} set its budget instead")
+    assert main(["verify", spec, "--maxrregcount", "32"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split(": ", 1)[1] for line in out.splitlines()
+            if line.startswith("NOTE ")] == [note]
+    assert main(["verify", spec, "--maxrregcount", "32", "--json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["notes"] == [note] and result["violations"] == []
+    assert main(["verify", spec]) == 0
+    assert "NOTE" not in capsys.readouterr().out
+
+
+def test_verify_notes_nothing_where_the_limit_holds(capsys, pressure):
+    """A kernel without launch bounds obeys --maxrregcount: no note."""
+    import json
+
+    from specdsl._cli.main import main
+
+    assert main(["verify", pressure, "--maxrregcount", "32", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["notes"] == []
+
+
 def test_verify_takes_lineinfo_and_debug(capsys):
     """verify --lineinfo -g compiles (with -lineinfo -g) and reports the request."""
     from specdsl._cli.main import main

@@ -229,6 +229,7 @@ def _as_json(result: Verified) -> dict[str, Any]:
         "violations": list(result.violations),
         "error": result.error,
         "skipped": result.skipped,
+        "notes": list(result.notes),
     }
 
 
@@ -237,8 +238,9 @@ def command_verify(args: argparse.Namespace) -> int:
 
     One table row per entry (registers, spill stores and loads, stack frame in bytes per
     thread, static shared memory in bytes per CTA, constant memory in bytes, compile
-    time), a ``FAIL <request>: <why>`` line per violation and ``SKIP <request>: <why>``
-    per request the target cannot run; ``--json``: a JSON array, one object a request.
+    time), a ``FAIL <request>: <why>`` line per violation, a ``NOTE <request>: <what>`` line
+    per note (an entry above ``--maxrregcount``) and ``SKIP <request>: <why>`` per request
+    the target cannot run; ``--json``: a JSON array, one object a request.
     On a terminal, ``[i/n]`` progress goes to stderr. Exit 1 when a request fails.
     """
     if args.max_registers is not None and args.max_registers < 1:
@@ -279,6 +281,9 @@ def command_verify(args: argparse.Namespace) -> int:
         if result.error is not None:  # the whole nvJitLink log and PTX excerpt, indented
             for line in result.error.splitlines()[1:]:
                 print(f"    {line}")
+    for result in results:
+        for note in result.notes:
+            print(f"NOTE {_label(result.request)}: {note}")
     skipped = [r for r in results if r.skipped is not None]
     for result in skipped:
         print(f"SKIP {_label(result.request)}: {result.skipped}")

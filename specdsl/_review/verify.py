@@ -10,6 +10,7 @@ prints a table or JSON from it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import attrs
@@ -48,6 +49,9 @@ class Verified:
         error: the render or compile error message, or ``None``.
         skipped: why the target cannot run the request (its template's
             ``require_target``), or ``None``; a skipped request neither passes nor fails.
+        notes: what the run should know that is no violation: an entry that keeps more
+            registers than ``-maxrregcount`` asked, because its own directives set its
+            budget (ptxas does not always say so in its log).
     """
 
     request: Any
@@ -58,6 +62,7 @@ class Verified:
     violations: tuple[str, ...]
     error: str | None = None
     skipped: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def verify_request(request: Any, target: Target | str | int, *, no_spills: bool = False,
@@ -122,5 +127,25 @@ def verify_request(request: Any, target: Target | str | int, *, no_spills: bool 
         if max_registers is not None and item.registers > max_registers:
             violations.append(f"{item.entry} uses {item.registers} registers, more than "
                               f"--max-registers {max_registers}")
+    limit = compile_options.max_registers if compile_options is not None else None
+    notes = tuple(_limit_not_applied(item.entry, item.registers, limit, ptx)
+                  for item in found.values() if limit is not None and item.registers > limit)
     return Verified(request, target, key, tuple(found.values()), compiled.seconds,
-                    tuple(violations))
+                    tuple(violations), notes=notes)
+
+
+# The performance-tuning directives that set an entry's register budget ahead of
+# -maxrregcount (PTX ISA, "Performance-Tuning Directives"), as they follow its .param list.
+_BUDGET_DIRECTIVE = re.compile(r"^\s*(\.(?:maxnreg|maxntid|reqntid|minnctapersm)\b[^/\n]*)",
+                               re.MULTILINE)
+
+
+def _limit_not_applied(entry: str, registers: int, limit: int, ptx: str) -> str:
+    """The note for an entry that keeps ``registers`` above ``-maxrregcount=limit``,
+    naming the directives of its own that ptxas let set its budget."""
+    head = ptx[ptx.find(f".entry {entry}("):]
+    head = head[:head.find("{")]
+    directives = [match.strip() for match in _BUDGET_DIRECTIVE.findall(head)]
+    why = (f"its own {', '.join(directives)} set its budget instead" if directives
+           else "ptxas did not apply the limit and its log does not say why")
+    return f"{entry} keeps {registers} registers, above -maxrregcount={limit}: {why}"
