@@ -182,7 +182,8 @@ class Knobs:
         type="switch", default_text="on, off under python -O",
         doc="Whether the key ledger proves hand-written module keys at run time. Wins over the "
             "pytest plugin's default and over __debug__; read once, on first use "
-            "(specdsl._proof.switch.reread_environment reads it again).")
+            "(specdsl._proof.switch.reread_environment reads it again), and checked when an "
+            "Executor is made.")
     pure_python: Knob[bool] = Knob(
         "SPECDSL_PURE_PYTHON", parse_switch, lambda: False,
         type="switch", default_text="off",

@@ -181,8 +181,9 @@ class UnreadFieldWarning(UserWarning):
 
 class ConfigError(SpecdslError, ValueError):
     """A setting holds a value specdsl cannot take: a ``SPECDSL_*`` environment variable
-    (``SPECDSL_PURE_PYTHON=maybe``) or a field of an options object
-    (``CompileOptions(max_registers=8)``).
+    (``SPECDSL_PURE_PYTHON=maybe``), a field of an options object
+    (``CompileOptions(max_registers=8)``) or an executor's argument (``cache_dir=""``,
+    ``ensure_module(spec, key="  ")``).
 
     The message names the variable or field, the value and what is accepted; see
     ``docs/environment.md`` for every variable.

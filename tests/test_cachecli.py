@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
-from cachefaults import owned_by_another
+from cachefaults import binding_modes, owned_by_another
 from specdsl import Executor
 from specdsl._cli.cache import format_size
 from specdsl._cli.main import main
@@ -76,6 +77,25 @@ def test_prune_to_the_environment_cap(capsys, warm, monkeypatch):
     monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "1")
     code, out, _ = run(capsys, "cache", "prune", "--dir", str(warm))
     assert code == 0 and "; 0 entries (0 B) left, cap 1 B" in out
+
+
+@pytest.mark.parametrize("argv", [["clear"], ["prune", "--max-bytes", "1"]])
+def test_entries_that_cannot_be_removed_are_an_error(capsys, argv):
+    """clear, or prune down to 1 byte, on a cache whose folders have mode 0500: the summary,
+    then one error line naming the folder, the count and the OS error, and exit 2."""
+    with binding_modes() as base:
+        folder = base / "cache"
+        Executor(None, target="sm_90", cache_dir=folder).ensure_module(VectorAdd())
+        for top, _, _ in os.walk(folder):
+            os.chmod(top, 0o500)
+        code, out, err = run(capsys, "cache", *argv, "--dir", str(folder))
+        left = len([p for p in (folder / "entries").rglob("*") if p.is_file()])
+    assert (code, left) == (2, 2)
+    assert re.fullmatch(rf"removed 0 entries \(0 B\) from {folder}; 2 entries \(\d+\.\d KiB\) "
+                        rf"left(, cap 1 B)?\n", out)
+    assert re.fullmatch(rf"specdsl cache: error: could not remove 2 entries from the cache "
+                        rf"folder '{folder}': \[Errno 13\] Permission denied: "
+                        rf"'{folder}/entries/.+'\n", err)
 
 
 @pytest.mark.parametrize("value", ["lots", "off", "0", "1.5G"])

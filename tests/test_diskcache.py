@@ -145,6 +145,24 @@ def test_default_folder_is_private(monkeypatch, tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "specdsl").st_mode) == 0o700
 
 
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_relative_folder_is_made_absolute_when_the_executor_is_made(tmp_path, monkeypatch, how):
+    """A relative cache_dir= or SPECDSL_CACHE_DIR names a folder of the working folder the
+    executor was made in: after an os.chdir, entries still go there (mode 0700), and no
+    folder of that name appears in the new working folder."""
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path)
+    if how == "environment":
+        monkeypatch.setenv("SPECDSL_CACHE_DIR", "relc")
+    executor = Executor(None, target="sm_90", cache_dir="relc" if how == "argument" else None)
+    assert executor.disk_cache.path == tmp_path / "relc"
+    monkeypatch.chdir(tmp_path / "other")
+    executor.ensure_module(VectorAdd())
+    assert len(_entries(executor, MAGIC)) == 1 and not (tmp_path / "other" / "relc").exists()
+    folders = [tmp_path / "relc", *(p for p in (tmp_path / "relc").rglob("*") if p.is_dir())]
+    assert {stat.S_IMODE(os.stat(p).st_mode) for p in folders} == {0o700}
+
+
 def test_symlinked_folder_refused(tmp_path):
     """A cache folder that is a symbolic link is refused when named explicitly."""
     (tmp_path / "real").mkdir()
@@ -479,6 +497,20 @@ def test_cache_dir_of_another_type_is_a_config_error(value, got):
         _executor(value)
     assert str(info.value) == ('cache_dir must be a folder (a str or os.PathLike), "off" or '
                                f"None (got {got})")
+
+
+@pytest.mark.parametrize("value", ["", "  ", "\t\n"])
+def test_empty_cache_dir_is_a_config_error(value, tmp_path, monkeypatch):
+    """cache_dir="" or a blank name (an unset variable) is a ConfigError naming the argument,
+    never the default folder in disguise; None still means SPECDSL_CACHE_DIR."""
+    monkeypatch.setenv("SPECDSL_CACHE_DIR", str(tmp_path / "env"))
+    with pytest.raises(ConfigError) as info:
+        _executor(value)
+    assert str(info.value) == ("cache_dir must name a folder ('.' for the working folder), be "
+                               "\"off\", or be None for SPECDSL_CACHE_DIR or the default folder "
+                               f"(got {value!r}, an empty name)")
+    assert not (tmp_path / "env").exists()
+    assert _executor(None).disk_cache.path == tmp_path / "env"
 
 
 def test_full_disk_warns_once_and_leaves_no_temp_files(tmp_path, monkeypatch):

@@ -51,6 +51,28 @@ def test_spec_info_of_a_non_spec():
         spec_info(3)
 
 
+@pytest.mark.parametrize("call", [
+    lambda VectorAdd: specdsl.Executor(None, target="sm_90", cache_dir="off").ensure_module(
+        VectorAdd),
+    lambda VectorAdd: specdsl.derived_key(VectorAdd),
+    lambda VectorAdd: specdsl.render(VectorAdd, "sm_90"),
+    lambda VectorAdd: specdsl.key_inputs(VectorAdd),
+    lambda VectorAdd: specdsl.hand_key(VectorAdd),
+    lambda VectorAdd: specdsl.baked_values(VectorAdd),
+    lambda VectorAdd: specdsl.launch_values(VectorAdd),
+    lambda VectorAdd: specdsl.KeyLedger().prove("k", VectorAdd, "sm_90"),
+], ids=["ensure_module", "derived_key", "render", "key_inputs", "hand_key", "baked_values",
+        "launch_values", "KeyLedger.prove"])
+def test_a_spec_class_where_a_request_is_needed(call):
+    """The spec class given for a request is a NotASpecError (a TypeError) that says to make
+    a request, in every entry point that takes one, not an error about attrs' descriptors."""
+    from specdsl.kernels import VectorAdd
+
+    with pytest.raises(errors.NotASpecError) as info:
+        call(VectorAdd)
+    assert str(info.value) == "VectorAdd is a spec class; pass a request such as VectorAdd(...)"
+
+
 def test_parse_entry_of_bad_ptx():
     """A declaration the parser cannot read raises PTXSignatureError quoting it."""
     from specdsl._runtime.signature import parse_entry

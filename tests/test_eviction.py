@@ -145,7 +145,8 @@ def test_usage_counts_entries_by_kind(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("cap", [0, 1])
 def test_prune_on_a_read_only_folder_leaves_entries(tmp_path, cap):
-    """Entries that cannot be removed are left, without an error."""
+    """Entries that cannot be removed are left, without an exception; the result counts
+    them and keeps the first OS error, for the caller to report."""
     from cachefaults import binding_modes
 
     with binding_modes() as base:
@@ -153,3 +154,5 @@ def test_prune_on_a_read_only_folder_leaves_entries(tmp_path, cap):
         os.chmod(base / "entries" / "aa", 0o500)
         removed = eviction.prune(base, cap)
         assert removed.entries == 0 and _names(base) == {"aa1"}
+    assert removed.failed == 1 and isinstance(removed.error, PermissionError)
+    assert removed.error.filename == str(base / "entries" / "aa" / "aa1")

@@ -14,6 +14,7 @@ from fakedriver import DEFAULT_STREAM, FUNCTION, CUresult, FakeDriver
 from handkeyed import HandKeyedAdd
 from specdsl import (
     CompileError,
+    ConfigError,
     DType,
     Executor,
     IncompleteKeyError,
@@ -133,10 +134,41 @@ def test_compile_only_needs_a_target():
         Executor(None, cache_dir="off")
 
 
-def test_bad_key_refused(executor):
-    """key='' is refused."""
-    with pytest.raises(LaunchError, match="non-empty str"):
-        executor.ensure_module(VectorAdd(), key="")
+def test_malformed_check_keys_fails_when_the_executor_is_made(monkeypatch):
+    """SPECDSL_CHECK_KEYS=maybe is a CheckingSwitchError from Executor(...), with the
+    message its first use would give, not later on a hand-written key's first hit."""
+    from specdsl import CheckingSwitchError
+
+    monkeypatch.setenv("SPECDSL_CHECK_KEYS", "maybe")
+    with pytest.raises(CheckingSwitchError) as info:
+        Executor(None, target="sm_90", cache_dir="off")
+    assert str(info.value) == ("SPECDSL_CHECK_KEYS must be 1/0, true/false, yes/no or on/off "
+                               "(any case), or unset (got 'maybe')")
+
+
+@pytest.mark.parametrize("key", ["", "  ", "\t", 42, b"k"])
+def test_bad_key_refused(executor, key):
+    """key= that is no str with a non-blank character is a ConfigError naming the argument
+    and the value (no LaunchError: nothing is launched), and nothing is compiled."""
+    with pytest.raises(ConfigError) as info:
+        executor.ensure_module(VectorAdd(), key=key)
+    assert str(info.value) == ("key must be a non-blank str, or None for the spec's key() or "
+                               f"its derived key (got {key!r})")
+    with pytest.raises(ConfigError, match=r"^key must be a non-blank str"):
+        executor.module_key(VectorAdd(), key=key)
+    assert executor.stats.misses == 0
+
+
+@pytest.mark.parametrize("key", ["", "  ", 42])
+def test_bad_key_refused_by_launch_and_bind(fake_core, key):
+    """launch and bind refuse the same keys with the same ConfigError, on either launch
+    path, before anything reaches the driver."""
+    ex, driver = fake_core
+    with pytest.raises(ConfigError, match=r"^key must be a non-blank str"):
+        ex.launch(VectorAdd(), *ARGS, grid=1, block=256, key=key)
+    with pytest.raises(ConfigError, match=r"^key must be a non-blank str"):
+        ex.bind(VectorAdd(), grid=1, block=256, key=key)
+    assert driver.launches == [] and driver.core_calls == []
 
 
 def _counting_compile(monkeypatch, delay=0.0, fail_first=False):
@@ -554,6 +586,20 @@ def test_a_first_launch_of_none_is_not_a_spec(fake_core):
     with key_checking(False), pytest.raises(NotASpecError):
         ex.launch(None, grid=1, block=32)
     assert driver.launches == []
+
+
+def test_a_spec_class_is_refused_by_launch_and_bind(fake_core):
+    """launch(VectorAdd, ...) and bind(VectorAdd, ...), on either launch path, say to pass a
+    request; nothing reaches the driver."""
+    from specdsl import NotASpecError
+
+    ex, driver = fake_core
+    message = r"^VectorAdd is a spec class; pass a request such as VectorAdd\(\.\.\.\)$"
+    with pytest.raises(NotASpecError, match=message):
+        ex.launch(VectorAdd, *ARGS, grid=1, block=256)
+    with pytest.raises(NotASpecError, match=message):
+        ex.bind(VectorAdd, grid=1, block=256)
+    assert driver.launches == [] and driver.core_calls == []
 
 
 def test_launch_is_a_documented_method_bound_to_the_held_launch_path(fake_core, launch_path):

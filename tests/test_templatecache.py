@@ -190,6 +190,19 @@ def test_cache_off():
         assert templatecache.load_facts("ef" * 32) is None
 
 
+def test_relative_folder_is_made_absolute_when_the_store_opens(tmp_path, monkeypatch):
+    """SPECDSL_CACHE_DIR=relc is the folder relc of the working folder the store opened in:
+    after an os.chdir, entries still go there, and no relc appears in the new one."""
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with _store_at("relc") as opened:
+        assert opened.root == tmp_path / "relc" and opened.folder == tmp_path / "relc" / "jinja"
+        monkeypatch.chdir(tmp_path / "other")
+        templatecache.store_facts("ab" * 32, frozenset({"n"}), ())
+        assert len(_kind_files(opened, FACTS_MAGIC)) == 1
+    assert not (tmp_path / "other" / "relc").exists()
+
+
 @pytest.mark.parametrize("level", ["root", "jinja", "tmp"])
 def test_folder_others_can_write_is_made_private(tmp_path, level):
     """The cache folder, jinja/ and tmp/: group- or world-writable, each is made 0700 with a

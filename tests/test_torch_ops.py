@@ -345,6 +345,24 @@ def test_executor_refuses_what_is_not_a_cuda_device(device, message):
         sd.executor(device)
 
 
+@pytest.mark.parametrize("device, named", [
+    (None, "None (torch's current device)"), ("cuda", "cuda (torch's current device)"),
+    (torch.device("cuda"), "cuda (torch's current device)"), ("cuda:0", "0"), (0, "0")])
+def test_executor_without_cuda_is_a_launch_error(monkeypatch, device, named):
+    """On a torch without CUDA (or with no device visible), executor() for the current
+    device, "cuda", torch.device("cuda") or "cuda:0" is the LaunchError its docstring
+    promises, not torch's AssertionError."""
+    def no_cuda() -> int:
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_device", no_cuda)
+    with pytest.raises(LaunchError) as info:
+        sd.executor(device)
+    assert str(info.value) == (f"device = {named} is invalid: expected a CUDA device (no CUDA "
+                               f"device is visible)")
+
+
 def test_use_executor_refuses_a_compile_only_executor():
     """The ops need an executor with a device: a compile-only one is refused."""
     from specdsl import Executor

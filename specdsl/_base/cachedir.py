@@ -29,26 +29,35 @@ ENV_VAR = Knobs.cache_dir.name
 
 
 def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None) -> Path | None:
-    """The folder the disk cache uses, or ``None`` when it is turned off.
+    """The folder the disk cache uses, as an absolute path, or ``None`` when it is turned off.
 
     ``cache_dir`` wins, then ``SPECDSL_CACHE_DIR``, then the per-user default; an off word
-    (``off``, ``0``, ``false``, ``no``, ``none``) turns the cache off, and an empty one
-    means the default.
+    (``off``, ``0``, ``false``, ``no``, ``none``) turns the cache off. A relative folder is
+    made absolute against the working folder now, so a later ``os.chdir`` does not move the
+    cache.
 
     Raises:
         ConfigError: ``SPECDSL_CACHE_DIR`` (or ``cache_dir``) is a switch-on word such
-            as ``1`` or ``yes`` where a folder was meant, or ``cache_dir`` is neither a
-            ``str`` nor an ``os.PathLike`` naming one (``cache_dir=1``).
+            as ``1`` or ``yes`` where a folder was meant, ``cache_dir`` is neither a
+            ``str`` nor an ``os.PathLike`` naming one (``cache_dir=1``), or it is an empty
+            or blank name (``cache_dir=""``).
     """
     if cache_dir is None:
-        return knobs.cache_dir
-    if isinstance(cache_dir, str):
-        return parse_folder("cache_dir", cache_dir) if cache_dir.strip() else knobs.cache_dir
-    text = os.fspath(cache_dir) if isinstance(cache_dir, os.PathLike) else None
-    if not isinstance(text, str):
-        raise ConfigError(f"cache_dir must be a folder (a str or os.PathLike), \"off\" or "
-                          f"None (got {cache_dir!r}, {with_article(type(cache_dir).__name__)})")
-    return Path(text).expanduser()
+        path = knobs.cache_dir
+    else:
+        text = os.fspath(cache_dir) if isinstance(cache_dir, (str, os.PathLike)) else None
+        if not isinstance(text, str):
+            raise ConfigError(f"cache_dir must be a folder (a str or os.PathLike), \"off\" "
+                              f"or None (got {cache_dir!r}, "
+                              f"{with_article(type(cache_dir).__name__)})")
+        if not text.strip():  # an unset variable, most likely: never the default in disguise
+            raise ConfigError(f"cache_dir must name a folder ('.' for the working folder), "
+                              f"be \"off\", or be None for {ENV_VAR} or the default folder "
+                              f"(got {text!r}, an empty name)")
+        path = parse_folder("cache_dir", text) if isinstance(cache_dir, str) \
+            else Path(text).expanduser()
+    # absolute(), not resolve(): a link stays a link, for prepare_folder's lstat to refuse
+    return None if path is None else path.absolute()
 
 
 def prepare_folder(path: Path, *, create: bool = True) -> None:

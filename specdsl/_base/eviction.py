@@ -79,12 +79,17 @@ class Removed:
         bytes: their size, in bytes.
         left_entries: entry files left.
         left_bytes: their size, in bytes.
+        failed: entry files that were to go but could not be removed (a read-only disk, a
+            folder without write permission).
+        error: the OS error of the first of those, or ``None``.
     """
 
     entries: int
     bytes: int
     left_entries: int
     left_bytes: int
+    failed: int = 0
+    error: OSError | None = attrs.field(default=None, eq=False)
 
 
 def _files(folder: Path) -> Iterator[tuple[Path, os.stat_result]]:
@@ -179,7 +184,8 @@ def prune(root: Path, max_bytes: int) -> Removed:
     nor an entry rewritten since the scan, nor a file that is not one of specdsl's (an entry
     of any version starts with :data:`OUR_PREFIX`, a temp file's name with
     :data:`TEMP_PREFIX`): a folder named as the cache by mistake loses nothing of its own.
-    Files that cannot be removed (a read-only folder) are left.
+    Entries that cannot be removed (a read-only folder) are left, and counted in
+    :attr:`Removed.failed`.
 
     Args:
         root: the cache folder.
@@ -189,13 +195,15 @@ def prune(root: Path, max_bytes: int) -> Removed:
     entries = sorted(((path, info) for path, info in scan(root) if _ours(path, info)),
                      key=lambda item: item[1].st_atime_ns)
     total = sum(info.st_size for _, info in entries)
-    removed = freed = 0
+    removed = freed = failed = 0
+    error: OSError | None = None
     for path, info in entries:
         if total <= max_bytes:
             break
         try:
             gone = _remove(path, info)
-        except OSError:
+        except OSError as exc:  # left in place: the caller says so (specdsl cache exits 2)
+            failed, error = failed + 1, exc if error is None else error
             continue
         total -= info.st_size
         if gone:
@@ -203,7 +211,8 @@ def prune(root: Path, max_bytes: int) -> Removed:
     if max_bytes == 0:
         _remove_empty_folders(root)
     left = scan(root)
-    return Removed(removed, freed, len(left), sum(info.st_size for _, info in left))
+    return Removed(removed, freed, len(left), sum(info.st_size for _, info in left),
+                   failed, error)
 
 
 def clear(root: Path) -> Removed:

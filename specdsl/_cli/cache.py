@@ -150,7 +150,9 @@ def command_cache(args: argparse.Namespace) -> int:
 
     Raises:
         UsageError: ``--max-bytes`` given to ``info`` or ``clear`` (from the verb's parser).
-        CacheDirError: the cache is off, or the folder is refused or unusable.
+        CacheDirError: the cache is off, or the folder is refused or unusable, or ``clear``
+            or ``prune`` could not remove entries it was to remove (after the summary line;
+            the message names the folder, the count and the first OS error).
         ConfigError: ``SPECDSL_CACHE_DIR`` or ``SPECDSL_CACHE_MAX_BYTES`` is malformed.
     """
     if args.max_bytes is not None and args.action != "prune":  # raises main's UsageError
@@ -175,4 +177,8 @@ def command_cache(args: argparse.Namespace) -> int:
     print(f"removed {done.entries} entries ({format_size(done.bytes)}) from {root}; "
           f"{done.left_entries} entries ({format_size(done.left_bytes)}) left"
           + (f", cap {format_size(cap)}" if args.action == "prune" else ""))
+    if done.failed:  # a read-only disk or folder: not done, whatever the summary counts
+        raise CacheDirError(f"could not remove {done.failed} "
+                            f"{'entry' if done.failed == 1 else 'entries'} from the cache "
+                            f"folder {str(root)!r}: {done.error}")
     return 0

@@ -22,7 +22,7 @@ from ..errors import CheckingSwitchError, ConfigError
 __all__ = [
     "key_checking", "suspend_key_proof", "checking_enabled", "proof_suspended",
     "set_default_checking", "reread_environment", "parse_switch", "checking_default",
-    "CheckingDefault", "ENV_VAR",
+    "check_environment", "CheckingDefault", "ENV_VAR",
 ]
 
 #: The environment variable that overrides the default (``__debug__``): a switch.
@@ -55,6 +55,17 @@ def parse_switch(value: str | None) -> bool | None:
         return Knobs.check_keys.parse(value)
     except ConfigError as exc:
         raise CheckingSwitchError(str(exc)) from None
+
+
+def check_environment() -> None:
+    """Check ``SPECDSL_CHECK_KEYS`` now (an :class:`~specdsl.Executor` does when it is made):
+    a malformed value fails there, not on the first hit of a hand-written key, inside
+    serving. The default itself is still resolved on first use.
+
+    Raises:
+        CheckingSwitchError: the variable is set to something that is not a switch word.
+    """
+    parse_switch(Knobs.check_keys.raw())
 
 
 class _Defaults:

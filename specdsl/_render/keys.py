@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 
 from .._base.digest import labelled_sha256
-from .._spec.decorator import spec_info
+from .._spec.decorator import request_info, spec_info
 from .._spec.fields import canonical
 from .._spec.target import Target
 from ..errors import SpecDefinitionError
@@ -41,10 +41,11 @@ def key_inputs(spec: Any, target: Target | str | int = "sm_90") -> tuple[tuple[s
     ``specdsl key --explain`` prints.
 
     Raises:
-        TypeError: ``spec`` is not a kernel spec.
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec; a
+            ``TypeError`` too).
         TargetError: a malformed target string.
     """
-    info = spec_info(spec)
+    info = request_info(spec)
     target = target if isinstance(target, Target) else Target.parse(target)
     return (
         ("schema", KEY_SCHEMA),
@@ -75,7 +76,8 @@ def derived_key(spec: Any, target: Target | str | int = "sm_90") -> str:
         ``"<entry>-<40 hex digits>"``.
 
     Raises:
-        TypeError: ``spec`` is not a kernel spec.
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec; a
+            ``TypeError`` too).
         TargetError: a malformed target string.
     """
     return _derived(spec, target if isinstance(target, Target) else Target.parse(target))
@@ -85,9 +87,10 @@ def hand_key(spec: Any) -> str | None:
     """The request's hand-written key from its class's ``key()`` method, or ``None``.
 
     Raises:
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
         SpecDefinitionError: ``key()`` returned something other than a non-empty str.
     """
-    info = spec_info(spec)
+    info = request_info(spec)
     if not info.has_key:
         return None
     value = spec.key()

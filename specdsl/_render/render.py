@@ -9,7 +9,7 @@ from typing import Any
 import jinja2
 
 from .._base.digest import source_digest
-from .._spec.decorator import LAUNCH_NOT_IN_PTX, spec_info
+from .._spec.decorator import LAUNCH_NOT_IN_PTX, request_info, spec_info
 from .._spec.dtype import DType
 from .._spec.target import Target
 from .._templating.environment import template_location, template_place
@@ -29,8 +29,11 @@ def render_context(spec: Any, target: Target | str | int = "sm_90") -> dict[str,
     """The variables a template sees: the baked fields, ``target`` and ``entry``.
 
     Launch fields are deliberately absent: a template cannot depend on them.
+
+    Raises:
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
     """
-    info = spec_info(spec)
+    info = request_info(spec)
     context = {name: getattr(spec, name) for name in info.baked}
     context["target"] = Target.parse(target)
     context["entry"] = info.entry
@@ -52,6 +55,8 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
         PTX text, ending in a newline, holding ``.entry <entry>``.
 
     Raises:
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec; a
+            ``TypeError`` too).
         TargetError: a malformed target string.
         RenderError: a value the PTX type cannot hold, a template's ``require(...)``
             failure, a printed value that is not one line of printable ASCII, a control
@@ -61,7 +66,7 @@ def render(spec: Any, target: Target | str | int = "sm_90") -> str:
         UnsupportedTargetError: a template's ``require_target(...)`` failure: a request
             this target cannot run (a :class:`RenderError` too).
     """
-    info = spec_info(spec)
+    info = request_info(spec)
     context = render_context(spec, target)
     try:
         text = info.env.get_template(info.template).render(context)

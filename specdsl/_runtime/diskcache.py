@@ -95,10 +95,11 @@ class DiskCache:
     """Validated cubins and rendered PTX in a folder shared by processes.
 
     Args:
-        path: the folder (created with mode 0700 if missing).
+        path: the folder (created with mode 0700 if missing); a relative one is made
+            absolute here, against the working folder.
 
     Attributes:
-        path: the folder.
+        path: the folder, absolute.
         rejected: entries refused as corrupt, truncated, foreign or not plain files.
 
     Raises:
@@ -111,7 +112,8 @@ class DiskCache:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         from cuda.core.utils import FileStreamProgramCache
 
-        self.path = Path(path)
+        # absolute once: a later os.chdir must not move the folder entries are written to
+        self.path = Path(path).absolute()
         self._writes = Writes(self.path, f"disk cache {str(self.path)!r}", knobs.cache_max_bytes)
         self.rejected = 0
         # before cuda.core, which makes entries/ with the default mode (0775 under umask 002)

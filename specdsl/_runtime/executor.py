@@ -27,6 +27,7 @@ import attrs
 
 from .._base.cachedir import resolve_cache_dir, warn_refused
 from .._proof.ledger import KeyLedger
+from .._proof.switch import check_environment
 from .._spec.target import Target
 from ..errors import CacheDirError, ConfigError, LaunchError, TargetError
 from .builds import Builder
@@ -101,8 +102,11 @@ class Executor:
         CacheDirError: an explicit ``cache_dir`` that is refused: another user's, a link,
             not a folder (from ``SPECDSL_CACHE_DIR`` or the default, a warning instead).
         ConfigError: ``SPECDSL_CACHE_DIR``, ``SPECDSL_CACHE_MAX_BYTES`` or
-            ``SPECDSL_PURE_PYTHON`` holds a value they cannot take, or ``compile_options``
-            is not a ``CompileOptions``.
+            ``SPECDSL_PURE_PYTHON`` holds a value they cannot take, ``compile_options``
+            is not a ``CompileOptions``, or ``cache_dir`` is neither a folder, ``"off"``
+            nor ``None`` (an empty or blank name included).
+        CheckingSwitchError: ``SPECDSL_CHECK_KEYS`` is not a switch word (checked here,
+            not on the first hit of a hand-written key).
     """
 
     def __init__(self, device: int | None = 0, target: Target | str | None = None,
@@ -116,6 +120,7 @@ class Executor:
             raise ConfigError(f"compile_options must be a specdsl.CompileOptions "
                               f"(got {compile_options!r})")
         self.compile_options = compile_options
+        check_environment()  # SPECDSL_CHECK_KEYS: fail here, not on a hit while serving
         self.ledger = ledger if ledger is not None else KeyLedger()
         self.device_id = device
         # the compiled launch path (specdsl.speedups), chosen once for this executor
@@ -232,7 +237,12 @@ class Executor:
         return self._disk
 
     def module_key(self, spec: Any, key: str | None = None) -> str:
-        """The key ``spec`` is cached under: ``key``, else its ``key()``, else its derived key."""
+        """The key ``spec`` is cached under: ``key``, else its ``key()``, else its derived key.
+
+        Raises:
+            ConfigError: ``key`` is not a str with a non-blank character.
+            NotASpecError: ``spec`` is no request.
+        """
         return self._modules.module_key(spec, key)[0]
 
     def ensure_module(self, spec: Any, key: str | None = None) -> Module:
@@ -245,20 +255,23 @@ class Executor:
 
         Args:
             spec: a request.
-            key: a hand-written module key; by default the spec's ``key()`` or, without
-                one, its derived key.
+            key: a hand-written module key, a str with a non-blank character; by default
+                the spec's ``key()`` or, without one, its derived key.
 
         Returns:
             The :class:`Module`.
 
         Raises:
+            ConfigError: ``key`` is not a str with a non-blank character (``42``, ``""``,
+                ``"  "``).
             IncompleteKeyError: the hand-written key was first compiled for a request
                 whose PTX differs from ``spec``'s.
             RenderError, CompileError: the request cannot be rendered or compiled.
             SpecDefinitionError: the spec's array declarations do not match the entry (a
                 name that is no ``.ptr`` parameter, a dimension no baked int field or
                 integer ``.param`` gives), also without a device.
-            TypeError: ``spec`` is not a kernel spec.
+            NotASpecError: ``spec`` is no request: a spec class (``VectorAdd`` for
+                ``VectorAdd()``), or no kernel spec (a ``TypeError`` too).
         """
         return self._modules.ensure(spec, key)
 
@@ -307,6 +320,8 @@ class Executor:
                 :class:`~specdsl.errors.UnsupportedTargetError` for a target the template
                 refuses).
             CompileError: the first launch of a request nvJitLink cannot compile.
+            ConfigError, NotASpecError: a bad ``key`` or ``spec`` (see
+                :meth:`ensure_module`).
         """
         self._launch(spec, *args, grid=grid, block=block, stream=stream,
                      shared_mem=shared_mem, key=key)
@@ -329,8 +344,8 @@ class Executor:
             ``module``, ``grid``, ``block`` and ``shared_mem`` tell what it launches.
 
         Raises:
-            LaunchError, IncompleteKeyError, RenderError, CompileError: as :meth:`launch`,
-                at bind time.
+            LaunchError, IncompleteKeyError, RenderError, CompileError, ConfigError,
+                NotASpecError: as :meth:`launch`, at bind time.
         """
         return self._launcher.bind(spec, grid=grid, block=block, stream=stream,
                                    shared_mem=shared_mem, key=key)

@@ -20,7 +20,7 @@ from .._proof.ledger import KeyLedger
 from .._proof.switch import checking_enabled, proof_suspended
 from .._render.keys import derived_key, hand_key
 from .._spec.target import Target
-from ..errors import LaunchError
+from ..errors import ConfigError
 from .arraychecks import ArrayCheck
 from .geometry import NO_GEOMETRY, Geometry, LastGeometry
 from .params import ArgumentPacker
@@ -109,11 +109,14 @@ class ModuleCache:
         spec's ``key()``, else its derived key.
 
         Raises:
-            LaunchError: ``key`` is not a non-empty str.
+            ConfigError: ``key`` is not a str with a non-blank character (nothing is
+                launched yet: an argument refused, as ``cache_dir=1`` is).
+            NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
         """
         if key is not None:
-            if type(key) is not str or not key:
-                raise LaunchError(f"key must be a non-empty str (got {key!r})")
+            if type(key) is not str or not key.strip():
+                raise ConfigError(f"key must be a non-blank str, or None for the spec's key() "
+                                  f"or its derived key (got {key!r})")
             return key, True
         written = hand_key(spec)
         if written is not None:
@@ -128,7 +131,7 @@ class ModuleCache:
                 whose PTX differs from ``spec``'s.
             RenderError, CompileError: the request cannot be rendered or compiled.
             SpecDefinitionError: its array declarations do not match the entry.
-            TypeError: ``spec`` is not a kernel spec.
+            NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
         """
         module_key, written = self.module_key(spec, key)
         module = self._modules.get((written, module_key))

@@ -42,8 +42,8 @@ from .fields import (
     role_of,
 )
 
-__all__ = ["kernel_spec", "SpecInfo", "spec_info", "is_spec", "baked_values", "launch_values",
-           "did_you_mean", "LAUNCH_NOT_IN_PTX"]
+__all__ = ["kernel_spec", "SpecInfo", "spec_info", "request_info", "is_spec", "baked_values",
+           "launch_values", "did_you_mean", "LAUNCH_NOT_IN_PTX"]
 
 T = TypeVar("T", bound=type)
 
@@ -357,11 +357,33 @@ def spec_info(obj: Any) -> SpecInfo:
     return info
 
 
+def request_info(obj: Any) -> SpecInfo:
+    """The :class:`SpecInfo` of a request: what every function that takes a request (render,
+    the keys, the executor) asks first, so that each refuses the spec class alike.
+
+    Raises:
+        NotASpecError: ``obj`` is a spec class, not a request (``VectorAdd`` for
+            ``VectorAdd()``: its fields would read as attrs' descriptors), or no kernel spec.
+    """
+    if isinstance(obj, type) and is_spec(obj):
+        name = obj.__qualname__
+        raise NotASpecError(f"{name} is a spec class; pass a request such as {name}(...)")
+    return spec_info(obj)
+
+
 def baked_values(spec: Any) -> dict[str, Any]:
-    """``{name: value}`` of the request's baked fields, in declaration order."""
-    return {name: getattr(spec, name) for name in spec_info(spec).baked}
+    """``{name: value}`` of the request's baked fields, in declaration order.
+
+    Raises:
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
+    """
+    return {name: getattr(spec, name) for name in request_info(spec).baked}
 
 
 def launch_values(spec: Any) -> dict[str, Any]:
-    """``{name: value}`` of the request's launch fields, in declaration order."""
-    return {name: getattr(spec, name) for name in spec_info(spec).launch}
+    """``{name: value}`` of the request's launch fields, in declaration order.
+
+    Raises:
+        NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
+    """
+    return {name: getattr(spec, name) for name in request_info(spec).launch}

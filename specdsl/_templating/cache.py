@@ -58,9 +58,11 @@ class TemplateStore:
     """Framed entries in ``<root>/jinja/``, one file per key, written through ``<root>/tmp/``.
 
     Args:
-        root: the cache folder.
+        root: the cache folder; a relative one is made absolute here, against the working
+            folder.
 
     Attributes:
+        root: the cache folder, absolute.
         folder: ``<root>/jinja``.
 
     Raises:
@@ -70,7 +72,8 @@ class TemplateStore:
     """
 
     def __init__(self, root: Path) -> None:
-        self.root = root
+        # absolute once: a later os.chdir must not move the folder entries are written to
+        root = self.root = root.absolute()
         self.folder = root / "jinja"
         self.tmp = root / "tmp"
         self._writes = Writes(root, f"template cache {str(self.folder)!r}",

@@ -33,11 +33,15 @@ _BOUND_LIMIT = 4096
 
 
 def _index(device: Any) -> int:
-    """A CUDA device ordinal from a torch.device, a string such as ``"cuda:1"``, an int or None."""
+    """A CUDA device ordinal from a torch.device, a string such as ``"cuda:1"``, an int or None.
+
+    Raises:
+        LaunchError: not a CUDA device, or no such device (none at all on a CPU-only torch).
+    """
+    index: int | None
     if device is None:
-        current: int = torch.cuda.current_device()
-        return current
-    if isinstance(device, int) and not isinstance(device, bool):
+        index = None
+    elif isinstance(device, int) and not isinstance(device, bool):
         index = device
     else:
         try:
@@ -47,8 +51,15 @@ def _index(device: Any) -> int:
                               f"string such as 'cuda:0', an ordinal or None") from None
         if device.type != "cuda":
             raise LaunchError(f"device = {device} is invalid: expected a CUDA device")
-        index = device.index if device.index is not None else torch.cuda.current_device()
+        index = device.index
+    # counted before torch's current device is asked for: on a CPU-only torch (or with no
+    # device visible) current_device() fails with torch's own AssertionError or RuntimeError
     count = torch.cuda.device_count()
+    if index is None:
+        if not count:
+            raise LaunchError(f"device = {device} (torch's current device) is invalid: "
+                              f"expected a CUDA device (no CUDA device is visible)")
+        index = torch.cuda.current_device()
     if not 0 <= index < count:
         seen = f"ordinals 0 to {count - 1} are visible" if count else "no CUDA device is visible"
         raise LaunchError(f"device = {index} is invalid: expected a CUDA device ({seen})")
