@@ -141,7 +141,7 @@ def test_malformed_module_name_is_one_plain_line(capsys, name):
     (["render", "no.such.module:X"], "cannot import module 'no.such.module'"),
     # a target written where the SPEC goes is the first word's error, not a second request
     (["render", "sm_80a", "vectoradd"], "unknown spec 'sm_80a': built-in specs are"),
-    (["render", "sm_90", "rmsnorm"], "; a target is given as --target sm_90"),
+    (["render", "SM_90", "rmsnorm"], "; a target is given as --target sm_90"),
     (["key", "sm_90a", "rmsnorm"], "; a target is given as --target sm_90a"),
     (["verify", "sm_90", "rmsnorm"], "; a target is given as --target sm_90"),
     (["render", "vectoradd", "dtype=bf16", "--target", "sm_80"], "needs sm_90 or newer"),

@@ -79,9 +79,9 @@ def test_default_block():
 
 def test_long_row_block_by_scale_mode():
     """The dynamic and static scales take a long row's block only where it puts more CTAs
-    on an SM than RMSNorm's: f16/bf16 11520 keeps 384 threads x 3 CTAs (1.021x to 1.026x
-    over 288 x 3 on the H200), the group mode takes 288 x 3 (1.044x); every other width
-    is the same in every mode."""
+    on an SM than the block of 4 vectors a thread: f16/bf16 11520 (and f32 5760, the same
+    1440 vectors) keeps 384 threads x 3 CTAs (1.021x to 1.026x over 288 x 3 on the H200),
+    the group mode takes 288 x 3 (1.044x); every other width is the same in every mode."""
     for dtype in ("bf16", "f16"):
         found = {mode: RMSNormQuant(hidden=11520, dtype=dtype, scale_mode=mode)
                  for mode in ("dynamic", "static", "group")}
@@ -94,7 +94,10 @@ def test_long_row_block_by_scale_mode():
                           for mode in ("dynamic", "static", "group")}
             except SpecError:
                 continue  # a row no block holds in registers
-            assert len(blocks) == 1 or (dtype.size, hidden) == (2, 11520), (dtype, hidden)
+            assert len(blocks) == 1 or (dtype.size, hidden) in ((2, 11520), (4, 5760)), \
+                (dtype, hidden)
+    assert [RMSNormQuant(hidden=5760, dtype="f32", scale_mode=mode).block
+            for mode in ("dynamic", "static", "group")] == [384, 384, 288]
 
 
 @pytest.mark.parametrize("hidden,block,ctas,registers", [

@@ -7,7 +7,7 @@ import pytest
 from specdsl import PTXSignatureError, render
 from specdsl._review.variants import representative_request
 from specdsl._runtime.compile import compile_ptx
-from specdsl._runtime.signature import Param, entry_names, parse_entry
+from specdsl._runtime.signature import Param, entry_directives, entry_names, parse_entry
 from specdsl._spec.decorator import spec_info
 from specdsl.errors import CompileError
 from specdsl.kernels import ALL, VectorAdd
@@ -202,3 +202,28 @@ def test_pointee_alignment_defaults_to_four_bytes():
         _module(".param .u64 .ptr.global g, .param .u64 .ptr.align 16 h, .param .u64 n"),
         "k").params
     assert (generic.pointee_align, aligned.pointee_align, value.pointee_align) == (4, 16, None)
+
+
+def test_entry_directives_read_what_follows_the_parameter_list():
+    """The performance-tuning directives between ``)`` and ``{``, however spaced, on the
+    ``)``'s line or their own, without comments (a ``{`` or a directive inside one does not
+    count), for the named entry only; none for an entry without them or a missing one."""
+    ptx = """.visible .entry foo
+(
+  .param .u64 a /* { */, .param .u32 n
+) .maxntid 128, 1, 1 // a comment
+/* .maxnreg 32 */
+.minnctapersm   4     // 1024 threads an SM
+{
+  ret;
+}
+.visible .entry foobar( ) .reqntid 64 { ret; }
+.visible .entry plain(.param .u32 n)
+{
+  ret;
+}
+"""
+    assert entry_directives(ptx, "foo") == (".maxntid 128, 1, 1", ".minnctapersm 4")
+    assert entry_directives(ptx, "foobar") == (".reqntid 64",)
+    assert entry_directives(ptx, "plain") == ()
+    assert entry_directives(ptx, "fo") == ()

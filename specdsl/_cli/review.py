@@ -227,9 +227,9 @@ def _as_json(result: Verified) -> dict[str, Any]:
         "resources": [item.as_dict() for item in result.resources],
         "compile_seconds": result.seconds,
         "violations": list(result.violations),
+        "notes": list(result.notes),
         "error": result.error,
         "skipped": result.skipped,
-        "notes": list(result.notes),
     }
 
 

@@ -78,7 +78,7 @@ def _target_hint(name: str) -> str:
     (``render sm_90 rmsnorm``), which is no spec; ``""`` otherwise. The shape is enough: a
     malformed target (``sm_80a``) is what --target itself explains."""
     if _TARGET_SHAPE.fullmatch(name.lower()):
-        return f"; a target is given as --target {name}"
+        return f"; a target is given as --target {name.lower()}"
     return ""
 
 

@@ -10,7 +10,6 @@ prints a table or JSON from it.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import attrs
@@ -21,7 +20,7 @@ from .._render.render import render
 from .._runtime.arraychecks import plan_arrays
 from .._runtime.compile import CompileOptions, compile_ptx
 from .._runtime.resources import Resources
-from .._runtime.signature import parse_entry
+from .._runtime.signature import entry_directives, parse_entry
 from .._spec.decorator import spec_info
 from .._spec.target import Target
 from ..errors import (
@@ -134,18 +133,16 @@ def verify_request(request: Any, target: Target | str | int, *, no_spills: bool 
                     tuple(violations), notes=notes)
 
 
-# The performance-tuning directives that set an entry's register budget ahead of
-# -maxrregcount (PTX ISA, "Performance-Tuning Directives"), as they follow its .param list.
-_BUDGET_DIRECTIVE = re.compile(r"^\s*(\.(?:maxnreg|maxntid|reqntid|minnctapersm)\b[^/\n]*)",
-                               re.MULTILINE)
+# The directives that set an entry's register budget ahead of -maxrregcount: launch bounds
+# and .maxnreg (PTX ISA, "Performance-Tuning Directives")
+_BUDGET = (".maxnreg", ".maxntid", ".reqntid", ".minnctapersm")
 
 
 def _limit_not_applied(entry: str, registers: int, limit: int, ptx: str) -> str:
     """The note for an entry that keeps ``registers`` above ``-maxrregcount=limit``,
     naming the directives of its own that ptxas let set its budget."""
-    head = ptx[ptx.find(f".entry {entry}("):]
-    head = head[:head.find("{")]
-    directives = [match.strip() for match in _BUDGET_DIRECTIVE.findall(head)]
+    directives = [found for found in entry_directives(ptx, entry)
+                  if found.split()[0] in _BUDGET]
     why = (f"its own {', '.join(directives)} set its budget instead" if directives
            else "ptxas did not apply the limit and its log does not say why")
     return f"{entry} keeps {registers} registers, above -maxrregcount={limit}: {why}"

@@ -21,7 +21,8 @@ import attrs
 
 from ..errors import PTXSignatureError
 
-__all__ = ["Param", "EntrySignature", "parse_entry", "entry_names", "SCALAR_TYPES"]
+__all__ = ["Param", "EntrySignature", "parse_entry", "entry_names", "entry_directives",
+           "SCALAR_TYPES"]
 
 #: PTX fundamental types a kernel parameter may have: name -> (kind, bits).
 #: kind is "u" (unsigned), "s" (signed), "b" (untyped bits) or "f" (float).
@@ -138,6 +139,27 @@ def _strip_comments(ptx: str) -> str:
 def entry_names(ptx: str) -> tuple[str, ...]:
     """Names of every ``.entry`` in a PTX module, in order."""
     return tuple(m.group(1) for m in _ENTRY.finditer(_strip_comments(ptx)))
+
+
+# A performance-tuning directive and its operands (PTX ISA, "Performance-Tuning Directives")
+_DIRECTIVE = re.compile(r"\.(?:maxnreg|maxntid|reqntid|minnctapersm|maxclusterrank|"
+                        r"reqnctapercluster|explicitcluster|noreturn|pragma)\b[^.{;]*")
+
+
+def entry_directives(ptx: str, entry: str) -> tuple[str, ...]:
+    """The performance-tuning directives of ``.entry <entry>`` in ``ptx``, as written
+    between its parameter list and its body (``(".reqntid 256", ".minnctapersm 4")``),
+    comments dropped and spaces collapsed; ``()`` where it has none or no such entry."""
+    text = _strip_comments(ptx)
+    match = next((m for m in _ENTRY.finditer(text) if m.group(1) == entry), None)
+    if match is None:
+        return ()
+    close = text.find(")", match.end())
+    body = text.find("{", close)
+    if close < 0 or body < 0:
+        return ()
+    return tuple(" ".join(found.split()).rstrip(", ")
+                 for found in _DIRECTIVE.findall(text[close + 1:body]))
 
 
 def parse_entry(ptx: str, entry: str) -> EntrySignature:

@@ -66,8 +66,9 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool,
     and 16384 take 256 (5 to 8 vectors a thread, 4 CTAs an SM), 11520, 13824, 16128 and
     18432 take 288, 12800, 15360, 17920 and 20480 take 320 (3 CTAs); f32 at half those
     widths. The dynamic and static scales take that block only where it puts more CTAs on
-    an SM than RMSNorm's block: f16/bf16 11520 keeps RMSNorm's 384 threads x 3 CTAs
-    there, which ran 1.026x (dynamic) and 1.021x (static) against 288 x 3 (H200,
+    an SM than the block of 4 vectors a thread would: f16/bf16 11520 (and f32 5760, the
+    same 1440 vectors) keeps 384 threads x 3 CTAs there, which ran 1.026x (dynamic) and
+    1.021x (static) against 288 x 3 (H200,
     2026-12-01, ``variants.py quant-mode-block --rounds 3``, 16384 rows: 141.3 against
     145.0 us, 134.6 against 137.5), while the group mode ran 1.044x the other way
     (``quant-long-rows``). Measured on the H200 (``benchmarks/variants.py quant-block`` and
@@ -86,10 +87,11 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool,
         return plain
     vectors = max(1, hidden // lanes)
     fewest = threads_for(vectors, VECTORS_PER_THREAD)
+    before = min(plain, max(LEAST_THREADS, fewest))  # 4 vectors a thread, RMSNorm's at most
     # Fewer threads at no more CTAs an SM leave fewer warps to cover the row's barriers:
     # only the group mode, whose scales need more registers a thread, gains from them.
     least_ctas = LONG_ROW_CTAS if scale_mode == "group" else max(
-        LONG_ROW_CTAS, _ctas_per_sm(hidden, dtype, plain) + 1)
+        LONG_ROW_CTAS, _ctas_per_sm(hidden, dtype, before) + 1)
     for threads in range(LONG_ROW_THREADS, fewest, 32):
         # Whole sweeps only (9216 at 4.5 vectors a thread on 256 ran 0.95x to 0.99x), and
         # at least LONG_ROW_CTAS CTAs an SM (2 CTAs of 384 threads: 0.96x to 1.04x by mode).
@@ -97,7 +99,7 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool,
         if (not rest and sweeps <= MOST_VECTORS_PER_THREAD
                 and _ctas_per_sm(hidden, dtype, threads) >= least_ctas):
             return min(plain, threads)
-    return min(plain, max(LEAST_THREADS, fewest))
+    return before
 
 
 def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
