@@ -113,7 +113,7 @@ COPY_RATE_SMALL: dict[str, list[dict]] = {
 #: (dtype, hidden, tokens, other fields): RMSNormQuant rows of more than 256 threads' 4
 #: vectors. Where some 256 to 320 threads hold the row in whole sweeps of 5 to 8 at 3 or
 #: more CTAs an SM (the default since 2026-12-01), the other fields are the geometry of
-#: before (4 or 5 vectors a thread, 2 or 3 CTAs of 320 to 512 threads); the last four
+#: before (4 or 5 vectors a thread, 2 or 3 CTAs of 320 to 512 threads); the last five
 #: keep theirs and time the candidate not taken: 4.5 vectors a thread (9216), or 8 at 2
 #: CTAs an SM (24576, 28672, f32 12288), and 288 threads x 3 at 11520, the group mode's
 #: default, which the dynamic and static scales do not take (the block of before is theirs).
@@ -350,6 +350,31 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_norm._softmax(torch, 4096, 131072, split=split, block=block)
         for split, blocks in ((2, (1024,)), (4, (512, 1024)), (8, (256, 512, 1024)))
         for block in blocks],
+    # 256 tokens, where Liger and torch.compile lead by graph replay (Softmax, the residual,
+    # SiluMul at 8192): 256 CTAs on 132 SMs, so a row's latency, not the bytes, sets the
+    # time; more threads a row shorten each thread's share of it
+    # time; more threads a row shorten each thread's share of it. Beside them the L2
+    # policy that keeps x (l2_evict_last), which put specdsl level with torch.compile at
+    # 16384 x 7168 to 8192
+    "rows-256": lambda torch: [
+        cases_norm._softmax(torch, 256, cols, **fields)
+        for cols, blocks in ((4096, (128, 512, 1024)), (8192, (512, 1024)))
+        for fields in ({}, *({"block": block} for block in blocks),
+                       {"l2_evict_last": True})] + [
+        cases_norm._rmsnorm(torch, 256, 8192, fused, **fields)
+        for fused in (False, True)
+        for fields in ({}, {"block": 256}, {"block": 512}, {"block": 1024},
+                       {"l2_evict_last": True})] + [
+        cases_pointwise._silu_mul(torch, 256, 8192, **fields)
+        for fields in ({}, {"block": 64}, {"block": 256}, {"block": 512},
+                       {"unroll": 2, "block": 256})],
+    # Softmax's defaults where the exponentials are kept from the sum to the store (one ex2
+    # an element, not two): few rows, where the SFU sets the time, and many, where it must not
+    "softmax-exps": lambda torch: [
+        cases_norm._softmax(torch, tokens, cols)
+        for tokens, widths in ((256, (4096, 8192)), (16384, (4096, 5120, 6144, 8192, 12288)),
+                               (4096, (32768,)))
+        for cols in widths],
     # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
     "softmax-split": lambda torch: [
         cases_norm._softmax(torch, tokens, cols, split=split)
@@ -384,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     copy = copy_bandwidth(torch)
     lines = [f"Device: {torch.cuda.get_device_name()}; 1 GiB copy {copy / 1e12:.2f} TB/s", "",
              "| round | experiment | kernel | shape | specdsl us | graph us | % copy | "
-             "% same-size copy | same-size copy us (graph) | liger us | compile us | request |",
+             "% same-size copy | same-size copy us (graph) | liger us (graph) | compile us (graph) "
+             "| request |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     print(lines[0], flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -405,8 +431,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def experiment_cases(name: str, torch: Any) -> list[BenchCase]:
     """The cases of experiment ``name``, each request once: a candidate that a default has
-    come to equal (RoPE's ``block=128`` since it is the default) is the same PTX at the same
-    shape, so only its first case, the default's, is timed; its row's request says so."""
+    come to equal (RMSNormQuant 11520's ``block=384 min_ctas_per_sm=3``, the dynamic and
+    static scales' default again) is the same PTX at the same shape, so only its first case
+    is timed; its row's request says what ran."""
     found: dict[tuple, BenchCase] = {}
     for case in EXPERIMENTS[name](torch):
         what = case.series if case.spec is None else case.spec
@@ -421,14 +448,18 @@ def is_default(case: BenchCase) -> bool:
 
 def row_cells(record: dict, copy: float) -> str:
     """The table cells after the round and experiment: kernel, shape, the times (event and
-    graph), % of the 1 GiB copy's rate and of a same-size copy, Liger's and compile's times,
-    and the request timed (its baked fields, defaults resolved: the shape names only the
+    graph), % of the 1 GiB copy's rate and of a same-size copy, Liger's and compile's times
+    (their graph replay in parentheses where the case took it), and the request timed (its baked fields, defaults resolved: the shape names only the
     fields the case gives)."""
     impls, same = record["impls"], record["copy"]
 
     def us(name: str, key: str = "event_us") -> str:
         entry = impls.get(name, {})
         return f"{entry[key]:.2f}" if key in entry else "-"
+
+    def peer(name: str) -> str:  # events, and graph replay where the case took it
+        graph = impls.get(name, {}).get("graph_us")
+        return us(name) + (f" ({graph:.2f})" if graph is not None else "")
 
     shape = f"tokens={record['tokens']} {record['series']}{record['detail']}"
     mine = impls["specdsl"]
@@ -440,8 +471,8 @@ def row_cells(record: dict, copy: float) -> str:
                                              else "")
     return (f"{record['kernel']} | {shape} | {mine['event_us']:.2f} | {us('specdsl', 'graph_us')} "
             f"| {record['bytes_moved'] / seconds / copy * 100:.1f} | "
-            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {same_size} | {us('liger')} | "
-            f"{us('compile')} | {record.get('request', '')} |")
+            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {same_size} | {peer('liger')} | "
+            f"{peer('compile')} | {record.get('request', '')} |")
 
 
 if __name__ == "__main__":

@@ -582,7 +582,8 @@ def test_every_case_records_the_request_it_times():
 
 def test_copy_rate_row_reports_both_copy_percentages():
     """A row gives the event and graph times, % of the 1 GiB copy's rate, % of a same-size
-    copy, Liger's time where it ran, and the request timed."""
+    copy, Liger's and compile's times where they ran (graph replay too where taken), and the
+    request timed."""
     record = {"kernel": "RMSNorm", "tokens": 16, "series": "hidden=4096", "detail": "",
               "request": "rmsnorm hidden=4096",
               "bytes_moved": 400_000_000, "copy": {"event_us": 95.0, "graph_us": 90.0},
@@ -591,6 +592,9 @@ def test_copy_rate_row_reports_both_copy_percentages():
     assert variants.row_cells(record, 4.0e12) == (
         "RMSNorm | tokens=16 hidden=4096 | 100.00 | 92.00 | 100.0 | 95.0 | 95.00 (90.00) | "
         "110.00 | - | rmsnorm hidden=4096 |")
+    record["impls"]["compile"] = {"event_us": 105.0, "graph_us": 91.0}
+    assert variants.row_cells(record, 4.0e12).endswith(
+        "| 110.00 | 105.00 (91.00) | rmsnorm hidden=4096 |")
 
 
 def _cache_hint_edits() -> list:

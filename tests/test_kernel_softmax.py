@@ -615,7 +615,13 @@ TUNED = [(cols, dtype, scale, fields)
     # the CTA count of before for the rows MORE_CTAS gives more
     (cols, dtype, 1.0, dict(min_ctas_per_sm=None))
     for cols in (4096, 5120, 5632) for dtype in ("bf16", "f16")] + [
-    (7680, dtype, 1.0, dict(l2_evict_last=True, min_ctas_per_sm=None)) for dtype in ("bf16", "f16")]
+    (7680, dtype, 1.0, dict(l2_evict_last=True, min_ctas_per_sm=None)) for dtype in ("bf16", "f16")] + [
+    # each exponential kept: the same arithmetic, so the same bits
+    (cols, dtype, scale, dict(keep_exponentials=True, **fields))
+    for cols, dtype, scale, fields in (
+        (8192, "bf16", 1.0, {}), (8192, "f16", -0.5, {}), (8192, "f32", 1.0, {}),
+        (4096, "bf16", 1.0, dict(rows_per_cta=2)), (2880, "f16", 1.0, {}),
+        (4096, "bf16", -0.5, dict(min_ctas_per_sm=None)))]
 
 
 @pytest.mark.parametrize("cols,ctas", [(4096, 7), (5120, 6), (5632, 6)])
@@ -740,3 +746,42 @@ def test_gpu_tuning_fields_give_the_default_output(cols, dtype, scale, fields):
         np.testing.assert_array_equal(got, run_softmax(executor, torch, default, x),
                                       err_msg=repr(tuned))
     compare(got, reference(x, scale), tuned.dtype, TOLERANCE[tuned.dtype], repr(tuned))
+
+
+@pytest.mark.parametrize("fields, elements", [
+    (dict(cols=8192), 32),                                 # 256 x 4 vectors, 64 registers
+    (dict(cols=8192, dtype="f32"), 32),
+    (dict(cols=4096, min_ctas_per_sm=None), 16),
+    (dict(cols=2081), 16),                                 # a window, .maxnreg 40
+    (dict(cols=4096, rows_per_cta=2), 32),
+])
+def test_kept_exponentials_are_computed_once(fields, elements):
+    """keep_exponentials=True computes each exponential once and keeps it from the sum to
+    the store (%e): as many ex2 as elements a thread, against twice that by default, with
+    no spills; the default request's PTX is that of before the field."""
+    kept = Softmax(keep_exponentials=True, **fields)
+    ptx = render(kept)
+    assert len(re.findall(r"^\s*ex2\.approx", ptx, re.M)) == elements
+    assert "%e<" in ptx and "shfl.sync.idx" not in ptx
+    assert_no_spills(assemble(kept))
+    plain = render(Softmax(**fields))
+    assert len(re.findall(r"^\s*ex2\.approx", plain, re.M)) == 2 * elements
+    assert "%e<" not in plain
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(cols=4096), "expected False for cols=4096 bf16 on 256 threads: 16 exponentials a "
+                      "thread and 24 more registers exceed the 32 that 7 CTAs an SM leave"),
+    (dict(cols=12288), "48 exponentials a thread and 24 more registers exceed the 64 that 4 "
+                       "CTAs an SM leave"),
+    (dict(cols=7680, l2_evict_last=True), "exceed the 40 that 6 CTAs an SM leave"),
+    (dict(cols=131072), "expected False for cols=131072 bf16: the row takes 2 chunks, whose "
+                        "exponentials pass 2 computes again from x"),
+])
+def test_keep_exponentials_is_refused_where_the_registers_cannot_hold_them(fields, message):
+    """keep_exponentials=True where the row is chunked, or its exponentials and 24 more
+    registers exceed what its CTAs an SM leave, is refused naming the field and why."""
+    with pytest.raises(SpecError, match=re.escape("Softmax.keep_exponentials = True is "
+                                                  "invalid: ")) as info:
+        Softmax(keep_exponentials=True, **fields)
+    assert message in str(info.value)

@@ -10,6 +10,7 @@ from .._spec.dtype import DType
 from ._rows import (
     cdiv,
     most_vectors_per_thread,
+    register_cap,
     row_block,
     row_vectors,
     vector_elements,
@@ -18,7 +19,7 @@ from ._rows import (
 )
 
 __all__ = ["MOST_CHUNKS", "VECTORS_PER_THREAD", "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS",
-           "KEPT_MORE_CTAS", "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
+           "KEPT_MORE_CTAS", "KEPT_EXPONENTIALS_MARGIN", "exponentials_refusal", "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
            "default_rows_per_cta", "default_min_ctas"]
 
 #: Chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it).
@@ -105,6 +106,40 @@ def default_rows_per_cta(spec: Any) -> int:
     fits = [r for r in (4, 2, 1) if r <= ROWS_PER_CTA and r * per_thread <= most]
     plain = n_chunks == 1 and spec.split == 1 and not windowed(spec.cols, spec.dtype)
     return fits[0] if plain else 1
+
+
+#: Registers a thread needs besides its kept exponentials (``keep_exponentials``): with 24,
+#: none of 433 requests (every dtype, cols 1024 to 32768, blocks 64 to 1024, 1 or 2 rows a
+#: CTA, 4 to 8 CTAs an SM) spills under nvJitLink 13 for sm_90; with 16, those whose
+#: exponentials left exactly 16 registers of the cap spilled 16 to 28 bytes.
+KEPT_EXPONENTIALS_MARGIN = 24
+
+
+def exponentials_refusal(spec: Any) -> str | None:
+    """Why a spec being validated cannot keep its exponentials (``keep_exponentials``), or
+    None: its rows must be held in registers (one chunk), and its exponentials a thread
+    (rows a CTA x vectors a thread x elements a vector, f32 each) and
+    :data:`KEPT_EXPONENTIALS_MARGIN` more must fit the registers its CTAs an SM leave
+    (:func:`~specdsl.kernels._rows.register_cap`; a window of up to 3 vectors a thread
+    without ``min_ctas_per_sm`` keeps to 40, its ``.maxnreg``)."""
+    per_thread, _, chunks = resident_geometry(spec, spec.rows_per_cta)
+    row = f"cols={spec.cols} {spec.dtype.ptx}"
+    if chunks > 1:
+        return (f"expected False for {row}: the row takes {chunks} chunks, whose exponentials "
+                "pass 2 computes again from x")
+    lanes = layout(spec.cols, spec.dtype, spec.split, spec.rows_per_cta)[0]
+    ctas = spec.min_ctas_per_sm or 1024 // spec.block
+    cap = register_cap(ctas, spec.block)
+    window = spec.cols % lanes != 0
+    if window and spec.min_ctas_per_sm is None and per_thread <= 3:
+        cap = min(cap, 40)
+    kept = spec.rows_per_cta * per_thread * lanes
+    if kept + KEPT_EXPONENTIALS_MARGIN > cap:
+        return (f"expected False for {row} on {spec.block} threads: {kept} exponentials a "
+                f"thread and {KEPT_EXPONENTIALS_MARGIN} more registers exceed the {cap} that "
+                f"{ctas} CTAs an SM leave (fewer min_ctas_per_sm, or fewer rows a CTA, leave "
+                "room)")
+    return None
 
 
 def default_min_ctas(spec: Any) -> int | None:
