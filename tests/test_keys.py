@@ -129,7 +129,11 @@ def test_hand_key_must_be_str(tmp_path):
         def key(self):
             return self.n
 
-    with pytest.raises(SpecDefinitionError, match=r"H.key\(\) must return a non-empty str"):
+    with pytest.raises(SpecDefinitionError, match=r"H.key\(\) must return a non-blank str"):
+        hand_key(H())
+    H.key = lambda self: "   "  # blank, like empty, names nothing
+    with pytest.raises(SpecDefinitionError,
+                       match=r"H.key\(\) must return a non-blank str \(got '   '\)"):
         hand_key(H())
 
 

@@ -236,9 +236,11 @@ def test_key_first_compiled_while_suspended_is_proven_next_hit(Norm: type) -> No
 
 
 def test_key_must_be_a_nonempty_str(Norm: type) -> None:
-    """A key that is not a non-empty str is refused with its value named."""
-    with pytest.raises(TypeError, match=r"non-empty str \(got ''"):
+    """A key that is not a non-blank str is refused with its value named."""
+    with pytest.raises(TypeError, match=r"non-blank str \(got ''"):
         KeyLedger().record("", Norm(), "sm_90", "ptx")
+    with pytest.raises(TypeError, match=r"non-blank str \(got '  '"):
+        KeyLedger().prove("  ", Norm(), "sm_90")
     with pytest.raises(TypeError, match="got 42"):
         KeyLedger().prove(42, Norm(), "sm_90")
 
@@ -257,6 +259,12 @@ def test_two_classes_with_different_ptx_name_both_classes(Norm: type) -> None:
         ledger.prove("rmsnorm-4096", OtherRMSNorm(eps=2e-5), "sm_90")
     assert "different spec classes (ShapeKeyedRMSNorm and OtherRMSNorm)" in str(info.value)
     assert info.value.differing_fields == ("eps", "tag")  # tag: absent from OtherRMSNorm
+    # the advice is the kernel, not a field list that names the other class's fields
+    assert str(info.value).splitlines()[-1].startswith(
+        "The key does not tell two kernels apart (ShapeKeyedRMSNorm and OtherRMSNorm): "
+        "without this error the request would silently run the first request's kernel. "
+        "Put the kernel (its spec class) in the key")
+    assert "missing from the key" not in str(info.value)
 
 
 # -- threads and memory -----------------------------------------------------------------------

@@ -111,7 +111,7 @@ class KeyLedger:
         two executors sharing a ledger), the PTX is compared with it like a hit.
 
         Args:
-            key: the hand-written key, a non-empty str.
+            key: the hand-written key, a non-blank str.
             spec: the request compiled.
             target: a :class:`Target`, a string such as ``"sm_90"`` or an int such as ``90``.
             ptx: the PTX text compiled, or ``None`` when none was rendered (a cubin loaded
@@ -123,7 +123,7 @@ class KeyLedger:
                 raised here, but the key is marked incomplete: once checking is on,
                 every proof under it raises (two executors sharing a ledger may each hold
                 one of the two modules).
-            TypeError: ``key`` is not a non-empty str or ``spec`` is not a request.
+            TypeError: ``key`` is not a non-blank str or ``spec`` is not a request.
         """
         _check_key(key)
         target = Target.parse(target)
@@ -169,7 +169,7 @@ class KeyLedger:
                 request; the message names the key, both requests and the baked fields
                 that differ, and says a parameter baked into the PTX is missing from
                 the key.
-            TypeError: ``key`` is not a non-empty str or ``spec`` is not a request.
+            TypeError: ``key`` is not a non-blank str or ``spec`` is not a request.
             RenderError: ``spec`` cannot be rendered for ``target``.
         """
         entry = self._entries.get(key)
@@ -268,8 +268,8 @@ def _same_baked(a: Any, b: Any) -> bool:
 
 
 def _check_key(key: Any) -> None:
-    if not isinstance(key, str) or not key:
-        raise TypeError(f"a hand-written key must be a non-empty str (got {key!r})")
+    if not isinstance(key, str) or not key.strip():
+        raise TypeError(f"a hand-written key must be a non-blank str (got {key!r})")
 
 
 def differing_baked_fields(first: Any, request: Any) -> tuple[tuple[str, Any, Any], ...]:
@@ -311,9 +311,18 @@ def _incomplete(key: str, first: Any, request: Any, target: Target) -> Incomplet
         lines.append("  differing baked fields: " + "; ".join(
             f"{name}: {a!r} != {b!r}" for name, a, b in fields))
     names = ", ".join(name for name, _, _ in fields) or "a baked field"
-    lines.append(
-        f"A parameter baked into the PTX is missing from the key ({names}): without this "
-        "error the request would silently run the first request's kernel. Put it in the "
-        "key, or drop the hand-written key and let specdsl derive one (specdsl.derived_key).")
+    if type(first) is not type(request):  # the fields of two kernels: the kernel is missing
+        lines.append(
+            f"The key does not tell two kernels apart ({type(first).__qualname__} and "
+            f"{type(request).__qualname__}): without this error the request would silently "
+            "run the first request's kernel. Put the kernel (its spec class) in the key, with "
+            "the baked fields it needs, or drop the hand-written key and let specdsl derive "
+            "one (specdsl.derived_key).")
+    else:
+        lines.append(
+            f"A parameter baked into the PTX is missing from the key ({names}): without this "
+            "error the request would silently run the first request's kernel. Put it in the "
+            "key, or drop the hand-written key and let specdsl derive one "
+            "(specdsl.derived_key).")
     return IncompleteKeyError("\n".join(lines), key=key, first=first, request=request,
                               differing_fields=tuple(name for name, _, _ in fields))

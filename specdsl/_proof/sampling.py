@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import attrs
 
+from .._render.keys import checked_hand_key
 from .._render.render import render, template_crashed
 from .._spec.decorator import spec_info
 from .._spec.fields import canonical, is_factory
@@ -87,11 +88,11 @@ def template_fields(cls: type) -> frozenset[str]:
 
 
 def call_key(cls: type, subject: Any) -> str:
-    """``cls.key(subject)``, checked: a non-empty str.
+    """``cls.key(subject)``, checked: a non-blank str (:func:`checked_hand_key`).
 
     Raises:
         SpecDefinitionError: ``key()`` raised, or returned something other than a
-            non-empty str.
+            non-blank str.
     """
     try:
         value = cast(Any, cls).key(subject)  # a spec class with a key() method
@@ -99,10 +100,7 @@ def call_key(cls: type, subject: Any) -> str:
         raise SpecDefinitionError(
             f"{cls.__qualname__}.key() raised {type(exc).__name__}: {exc} "
             f"(called on {subject!r})") from exc
-    if not isinstance(value, str) or not value:
-        raise SpecDefinitionError(
-            f"{cls.__qualname__}.key() must return a non-empty str (got {value!r})")
-    return value
+    return checked_hand_key(cls, value)
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from .._spec.fields import canonical
 from .._spec.target import Target
 from ..errors import SpecDefinitionError
 
-__all__ = ["derived_key", "hand_key", "key_inputs", "KEY_SCHEMA", "DIGEST_HEX"]
+__all__ = ["derived_key", "hand_key", "checked_hand_key", "key_inputs", "KEY_SCHEMA", "DIGEST_HEX"]
 
 #: Bump when the key's inputs or the rendering rules (filters, context, Environment
 #: options) change; it also names the folder of cached compiled templates.
@@ -88,13 +88,22 @@ def hand_key(spec: Any) -> str | None:
 
     Raises:
         NotASpecError: ``spec`` is no request (a spec class, or no kernel spec).
-        SpecDefinitionError: ``key()`` returned something other than a non-empty str.
+        SpecDefinitionError: ``key()`` returned something other than a str with a
+            non-blank character (a blank key, like an empty one, names nothing).
     """
     info = request_info(spec)
     if not info.has_key:
         return None
-    value = spec.key()
-    if not isinstance(value, str) or not value:
+    return checked_hand_key(type(spec), spec.key())
+
+
+def checked_hand_key(cls: type, value: Any) -> str:
+    """``value``, what ``cls.key()`` returned, if it is a str with a non-blank character.
+
+    Raises:
+        SpecDefinitionError: anything else (a blank key, like an empty one, names nothing).
+    """
+    if not isinstance(value, str) or not value.strip():
         raise SpecDefinitionError(
-            f"{type(spec).__qualname__}.key() must return a non-empty str (got {value!r})")
+            f"{cls.__qualname__}.key() must return a non-blank str (got {value!r})")
     return value
