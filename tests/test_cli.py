@@ -365,8 +365,8 @@ def test_verify_notes_variants_left_out_by_pins(capsys):
     """verify --variants prints the same note, one a spec, and keeps its exit status."""
     code, out, err = run(capsys, "verify", "softmax", "cols=4097", "--variants",
                          "vectoradd", "dtype=f16")
-    assert code == 0 and out.rstrip().endswith("4 passed, 0 failed")
-    assert err == ("specdsl verify: note: softmax cols=4097 --variants: 3 of 9 variants "
+    assert code == 0 and out.rstrip().endswith("5 passed, 0 failed")
+    assert err == ("specdsl verify: note: softmax cols=4097 --variants: 8 of 15 variants "
                    "left out as invalid, e.g. Softmax.split = 8 is invalid: expected a split "
                    "of the row into equal whole 2-byte vectors (cols=4097 of bf16 is 4097 "
                    "vectors)\n")
@@ -388,7 +388,7 @@ def test_no_valid_variant_names_a_refusal_of_the_pins(capsys):
                          "--variants")
     assert (code, out) == (2, "")
     assert err == ("specdsl verify: error: no variant of Softmax is valid with {'split': 2, "
-                   "'l2_evict_last': True} (21 refused), e.g. Softmax.l2_evict_last = True is "
+                   "'l2_evict_last': True} (27 refused), e.g. Softmax.l2_evict_last = True is "
                    "invalid: expected False for cols=4096 bf16 with split=2: the policy "
                    "applies to rows on one CTA\n")
 

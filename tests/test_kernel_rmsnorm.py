@@ -153,7 +153,9 @@ def test_min_ctas_per_sm_is_declared_after_the_fields_its_default_reads():
 
     for cls in (RMSNorm, RMSNormQuant, Softmax):
         names = [field.name for field in attrs.fields(cls)]
-        assert names[-2:] == ["l2_evict_last", "min_ctas_per_sm"], cls
+        assert names[-1] == "min_ctas_per_sm" and "l2_evict_last" in names, cls
+    assert [field.name for field in attrs.fields(Softmax)][-3:] == [
+        "l2_evict_last", "keep_exponentials", "min_ctas_per_sm"]
     # a call in the order of before (min_ctas_per_sm by position) is refused, not misread
     for call, field in ((lambda: RMSNorm(8192, 1e-6, "bf16", False, 512, 1, None), "RMSNorm.streaming_stores"),
                         (lambda: RMSNormQuant(8192, 1e-6, "bf16", False, "dynamic", 512, 4),

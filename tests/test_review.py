@@ -490,9 +490,9 @@ def test_verify_skips_requests_the_target_cannot_run(capsys):
     assert "SKIP vectoradd dtype=bf16: bf16 VectorAdd uses add.rn.bf16x2, which needs sm_90 " \
            "or newer" in out
     assert "SKIP softmax cols=4096 scale=1.0 dtype=bf16 split=8 block=32 rows_per_cta=1 " \
-           "l2_evict_last=false min_ctas_per_sm=none: split = 8 (a thread block cluster a " \
-           "row) needs sm_90 or newer" in out
-    assert out.rstrip().endswith("23 passed, 0 failed, 10 skipped (not for sm_80)")
+           "l2_evict_last=false keep_exponentials=false min_ctas_per_sm=none: split = 8 (a " \
+           "thread block cluster a row) needs sm_90 or newer" in out
+    assert out.rstrip().endswith("28 passed, 0 failed, 11 skipped (not for sm_80)")
     code, out, _ = run(capsys, "verify", "vectoradd", "dtype=bf16", "--target", "sm_80",
                        "--json")
     (record,) = json.loads(out)
