@@ -45,6 +45,7 @@ from .errors import (
     SpecError,
     TargetError,
     TemplatesMissingError,
+    UnknownVariableWarning,
     UnreadFieldWarning,
     UnsupportedTargetError,
 )
@@ -58,5 +59,5 @@ __all__ = [
     "TargetError", "RenderError", "UnsupportedTargetError", "TemplatesMissingError",
     "CompileError", "PTXSignatureError", "LaunchError", "IncompleteKeyError",
     "CheckingSwitchError", "CacheDirError", "ConfigError", "UnreadFieldWarning", "CacheWarning",
-    "__version__",
+    "UnknownVariableWarning", "__version__",
 ]

@@ -18,16 +18,18 @@ The rules, shared by every variable:
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar, overload
 
-from .errors import ConfigError
+from .errors import ConfigError, UnknownVariableWarning
 
 __all__ = ["knobs", "Knobs", "Knob", "variables", "parse_switch", "parse_size", "parse_folder",
-           "OFF", "ON", "DEFAULT_CACHE_MAX_BYTES"]
+           "unknown_variables", "warn_unknown_variables", "OFF", "ON", "DEFAULT_CACHE_MAX_BYTES"]
 
 T = TypeVar("T")
 
@@ -204,3 +206,36 @@ knobs = Knobs()
 def variables() -> tuple[Knob[object], ...]:
     """Every variable specdsl reads, in declaration order."""
     return tuple(value for value in vars(Knobs).values() if isinstance(value, Knob))
+
+
+#: The prefix of specdsl's own variables: any other name under it is a misspelling.
+PREFIX = "SPECDSL_"
+_warned: set[str] = set()
+
+
+def unknown_variables() -> dict[str, str]:
+    """``{name: the variable it misspells}`` for each ``SPECDSL_*`` variable set in the
+    environment that specdsl does not read but that is close to one it does
+    (``SPECDSL_CACHE_DIRECTORY``: ``SPECDSL_CACHE_DIR``). Names close to none are left
+    alone: a tool of the user's own may read them (the test suite's
+    ``SPECDSL_UPDATE_GOLDEN``)."""
+    known = [knob.name for knob in variables()]
+    found = {}
+    for name in sorted(os.environ):
+        if name.startswith(PREFIX) and name not in known:
+            closest = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            if closest:
+                found[name] = closest[0]
+    return found
+
+
+def warn_unknown_variables() -> None:
+    """An :class:`~specdsl.errors.UnknownVariableWarning` for each misspelt ``SPECDSL_*``
+    variable (:func:`unknown_variables`), once per name and process: it has no effect, and
+    nothing else would say so."""
+    for name, closest in unknown_variables().items():
+        if name not in _warned:
+            _warned.add(name)
+            warnings.warn(f"specdsl: {name} is no variable specdsl reads, so it has no "
+                          f"effect; did you mean {closest}? (docs/environment.md lists "
+                          "them)", UnknownVariableWarning, stacklevel=3)

@@ -28,6 +28,7 @@ __all__ = [
     "UnreadFieldWarning",
     "ConfigError",
     "CacheWarning",
+    "UnknownVariableWarning",
 ]
 
 
@@ -177,6 +178,12 @@ class UnreadFieldWarning(UserWarning):
     Every value of such a field renders the same PTX under its own derived key:
     redundant compiles. Make it a ``launch(...)`` field, or read it in the template.
     """
+
+
+class UnknownVariableWarning(UserWarning):
+    """A ``SPECDSL_*`` environment variable that specdsl does not read, most likely a
+    misspelling (``SPECDSL_CACHE_DIRECTORY`` for ``SPECDSL_CACHE_DIR``): it has no effect.
+    Warned once per name and process, when an executor is made or a command starts."""
 
 
 class ConfigError(SpecdslError, ValueError):

@@ -91,3 +91,28 @@ def test_library_warnings_keep_pythons_display(capsys):
     main(["key", "vectoradd"])
     capsys.readouterr()
     assert warnings.formatwarning is before
+
+
+@pytest.mark.parametrize("variable, known", [("SPECDSL_CACHE_DIRECTORY", "SPECDSL_CACHE_DIR"),
+                                             ("SPECDSL_CHECK_KEY", "SPECDSL_CHECK_KEYS"),
+                                             ("SPECDSL_PURE_PYHTON", "SPECDSL_PURE_PYTHON")])
+def test_a_misspelt_variable_is_named_once(tmp_path, monkeypatch, variable, known):
+    """A SPECDSL_* name close to one specdsl reads has no effect: a command says so in one
+    warning line, naming the variable it is close to, and runs; an Executor warns once per
+    process (UnknownVariableWarning). A name close to none (the tests' own
+    SPECDSL_UPDATE_GOLDEN) is left alone."""
+    import specdsl.config as config
+    from specdsl import Executor, UnknownVariableWarning
+
+    monkeypatch.setenv(variable, "0")
+    monkeypatch.setenv("SPECDSL_UPDATE_GOLDEN", "0")
+    done = _specdsl("list", cache=tmp_path)
+    assert done.returncode == 0 and done.stdout
+    assert done.stderr == (f"specdsl: warning: {variable} is no variable specdsl reads, so it "
+                           f"has no effect; did you mean {known}? (docs/environment.md lists "
+                           "them)\n")
+    monkeypatch.setattr(config, "_warned", set())
+    with pytest.warns(UnknownVariableWarning, match=f"{variable} is no variable") as record:
+        Executor(None, target="sm_90", cache_dir="off")
+        Executor(None, target="sm_90", cache_dir="off")
+    assert len(record) == 1

@@ -21,13 +21,13 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from ..config import variables
-from ..errors import CacheWarning, UnreadFieldWarning
+from ..config import variables, warn_unknown_variables
+from ..errors import CacheWarning, UnknownVariableWarning, UnreadFieldWarning
 
 __all__ = ["check_environment", "one_line_warnings", "apply_warning_options"]
 
 #: The warning classes the command line prints as one line.
-OWN_WARNINGS = (CacheWarning, UnreadFieldWarning)
+OWN_WARNINGS = (CacheWarning, UnreadFieldWarning, UnknownVariableWarning)
 
 
 def check_environment() -> None:
@@ -39,6 +39,7 @@ def check_environment() -> None:
     """
     for knob in variables():
         knob.parse(knob.raw())
+    warn_unknown_variables()
 
 
 def _message(message: Warning | str) -> str:

@@ -29,6 +29,7 @@ from .._base.cachedir import resolve_cache_dir, warn_refused
 from .._proof.ledger import KeyLedger
 from .._proof.switch import check_environment
 from .._spec.target import Target
+from ..config import warn_unknown_variables
 from ..errors import CacheDirError, ConfigError, LaunchError, TargetError
 from .builds import Builder
 from .compile import CompileOptions, toolchain_version
@@ -121,6 +122,7 @@ class Executor:
                               f"(got {compile_options!r})")
         self.compile_options = compile_options
         check_environment()  # SPECDSL_CHECK_KEYS: fail here, not on a hit while serving
+        warn_unknown_variables()  # a misspelt SPECDSL_* variable would change nothing
         self.ledger = ledger if ledger is not None else KeyLedger()
         self.device_id = device
         # the compiled launch path (specdsl.speedups), chosen once for this executor
