@@ -164,11 +164,16 @@ def test_relative_folder_is_made_absolute_when_the_executor_is_made(tmp_path, mo
 
 
 def test_symlinked_folder_refused(tmp_path):
-    """A cache folder that is a symbolic link is refused when named explicitly."""
+    """A cache folder that is a symbolic link is refused when named explicitly, the
+    message naming its target and the folder to give instead."""
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    with pytest.raises(CacheDirError, match="is a symbolic link"):
+    with pytest.raises(CacheDirError) as info:
         _executor(tmp_path / "link")
+    assert str(info.value) == (
+        f"specdsl cache folder {str(tmp_path / 'link')!r} is a symbolic link (to "
+        f"{str(tmp_path / 'real')!r}): links are refused, as their target can change; give "
+        f"the folder it points to, {str((tmp_path / 'real').resolve())!r}")
 
 
 RACER = textwrap.dedent("""

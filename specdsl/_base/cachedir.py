@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,6 +98,9 @@ def prepare_folder(path: Path, *, create: bool = True) -> None:
                                         f"made private (mode 0700)", stacklevel=4)
         return
     hint = f"; set {ENV_VAR} to a folder of your own" if "another user" in problem else ""
+    if stat.S_ISLNK(info.st_mode):  # a link could be swapped for another: name its target
+        hint = (f" (to {os.readlink(path)!r}): links are refused, as their target can "
+                f"change; give the folder it points to, {str(path.resolve())!r}")
     raise CacheDirError(f"specdsl cache folder {str(path)!r} {problem}{hint}")
 
 
