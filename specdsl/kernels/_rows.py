@@ -13,7 +13,7 @@ __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_reg
            "most_vectors_per_thread", "row_block", "row_launch_dims", "check_length", "threads_for",
            "ROWS_PER_CTA", "check_rows_per_cta", "check_min_ctas_per_sm", "min_ctas_per_sm_field",
            "l2_evict_last_field",
-           "register_cap",
+           "register_cap", "ctas_per_sm",
            "min_ctas_for",
            "check_resident", "check_resident_block"]
 
@@ -209,6 +209,12 @@ def register_cap(ctas: int, block: int) -> int:
     """
     per_scheduler = cdiv(ctas * cdiv(block, 32), 4)
     return min(255, 65536 // 4 // (per_scheduler * 32) // 8 * 8)
+
+
+def ctas_per_sm(min_ctas_per_sm: int | None, block: int) -> int:
+    """The CTAs an SM a ``min_ctas_per_sm`` field asks for: its value, or what ``None``
+    means, ``1024 // block`` (``templates/rows.ptx.j2``'s ``min_ctas_directive`` alike)."""
+    return min_ctas_per_sm or 1024 // block
 
 
 def min_ctas_for(block: int, registers: int) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 from .._spec.dtype import DType
 from ._rows import (
     cdiv,
+    ctas_per_sm,
     most_vectors_per_thread,
     register_cap,
     row_block,
@@ -19,7 +20,8 @@ from ._rows import (
 )
 
 __all__ = ["MOST_CHUNKS", "VECTORS_PER_THREAD", "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS",
-           "KEPT_MORE_CTAS", "KEPT_EXPONENTIALS_MARGIN", "exponentials_refusal", "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
+           "KEPT_MORE_CTAS", "KEPT_EXPONENTIALS_MARGIN", "exponentials_refusal",
+           "default_block", "layout", "count_chunks", "resident_geometry", "default_block_of",
            "default_rows_per_cta", "default_min_ctas"]
 
 #: Chunks a CTA may walk a row in (templates/softmax.ptx.j2 requires it).
@@ -127,13 +129,11 @@ def exponentials_refusal(spec: Any) -> str | None:
     if chunks > 1:
         return (f"expected False for {row}: the row takes {chunks} chunks, whose exponentials "
                 "pass 2 computes again from x")
-    lanes = layout(spec.cols, spec.dtype, spec.split, spec.rows_per_cta)[0]
-    ctas = spec.min_ctas_per_sm or 1024 // spec.block
+    ctas = ctas_per_sm(spec.min_ctas_per_sm, spec.block)
     cap = register_cap(ctas, spec.block)
-    window = spec.cols % lanes != 0
-    if window and spec.min_ctas_per_sm is None and per_thread <= 3:
-        cap = min(cap, 40)
-    kept = spec.rows_per_cta * per_thread * lanes
+    if spec.windowed and spec.min_ctas_per_sm is None and per_thread <= 3:
+        cap = min(cap, 40)  # the template's .maxnreg for such a window
+    kept = spec.rows_per_cta * per_thread * spec.vector
     if kept + KEPT_EXPONENTIALS_MARGIN > cap:
         return (f"expected False for {row} on {spec.block} threads: {kept} exponentials a "
                 f"thread and {KEPT_EXPONENTIALS_MARGIN} more registers exceed the {cap} that "

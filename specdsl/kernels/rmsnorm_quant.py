@@ -15,6 +15,7 @@ from ._rows import (
     cdiv,
     check_resident,
     check_resident_block,
+    ctas_per_sm,
     l2_evict_last_field,
     min_ctas_for,
     min_ctas_per_sm_field,
@@ -91,13 +92,13 @@ def default_block(hidden: int, dtype: DType, fused_residual: bool,
     # Fewer threads at no more CTAs an SM leave fewer warps to cover the row's barriers:
     # only the group mode, whose scales need more registers a thread, gains from them.
     least_ctas = LONG_ROW_CTAS if scale_mode == "group" else max(
-        LONG_ROW_CTAS, _ctas_per_sm(hidden, dtype, before) + 1)
+        LONG_ROW_CTAS, ctas_per_sm(default_min_ctas(hidden, dtype, before), before) + 1)
     for threads in range(LONG_ROW_THREADS, fewest, 32):
         # Whole sweeps only (9216 at 4.5 vectors a thread on 256 ran 0.95x to 0.99x), and
         # at least LONG_ROW_CTAS CTAs an SM (2 CTAs of 384 threads: 0.96x to 1.04x by mode).
         sweeps, rest = divmod(vectors, threads)
         if (not rest and sweeps <= MOST_VECTORS_PER_THREAD
-                and _ctas_per_sm(hidden, dtype, threads) >= least_ctas):
+                and ctas_per_sm(default_min_ctas(hidden, dtype, threads), threads) >= least_ctas):
             return min(plain, threads)
     return before
 
@@ -122,12 +123,6 @@ def default_min_ctas(hidden: int, dtype: DType, block: int) -> int | None:
     if lanes * dtype.size < 16 or per_thread not in ROW_REGISTERS_NEEDED:
         return None
     return min_ctas_for(block, ROW_REGISTERS_NEEDED[per_thread])
-
-
-def _ctas_per_sm(hidden: int, dtype: DType, block: int) -> int:
-    """CTAs an SM holds of ``block`` threads for rows of ``hidden``: the
-    ``min_ctas_per_sm`` default, else what its None means (``1024 // block``)."""
-    return default_min_ctas(hidden, dtype, block) or 1024 // block
 
 
 def _check_hidden(instance: Any, attribute: Any, hidden: int) -> None:
