@@ -352,7 +352,6 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for block in blocks],
     # 256 tokens, where Liger and torch.compile lead by graph replay (Softmax, the residual,
     # SiluMul at 8192): 256 CTAs on 132 SMs, so a row's latency, not the bytes, sets the
-    # time; more threads a row shorten each thread's share of it
     # time; more threads a row shorten each thread's share of it. Beside them the L2
     # policy that keeps x (l2_evict_last), which put specdsl level with torch.compile at
     # 16384 x 7168 to 8192
@@ -449,17 +448,19 @@ def is_default(case: BenchCase) -> bool:
 def row_cells(record: dict, copy: float) -> str:
     """The table cells after the round and experiment: kernel, shape, the times (event and
     graph), % of the 1 GiB copy's rate and of a same-size copy, Liger's and compile's times
-    (their graph replay in parentheses where the case took it), and the request timed (its baked fields, defaults resolved: the shape names only the
-    fields the case gives)."""
+    (their graph replay in parentheses where the case took it), and the request timed (its
+    baked fields, defaults resolved: the shape names only the fields the case gives)."""
     impls, same = record["impls"], record["copy"]
 
     def us(name: str, key: str = "event_us") -> str:
         entry = impls.get(name, {})
         return f"{entry[key]:.2f}" if key in entry else "-"
 
-    def peer(name: str) -> str:  # events, and graph replay where the case took it
-        graph = impls.get(name, {}).get("graph_us")
-        return us(name) + (f" ({graph:.2f})" if graph is not None else "")
+    def both(entry: dict) -> str:  # events, and graph replay where the case took it
+        if "event_us" not in entry:
+            return "-"
+        graph = entry.get("graph_us")
+        return f"{entry['event_us']:.2f}" + (f" ({graph:.2f})" if graph is not None else "")
 
     shape = f"tokens={record['tokens']} {record['series']}{record['detail']}"
     mine = impls["specdsl"]
@@ -467,12 +468,11 @@ def row_cells(record: dict, copy: float) -> str:
         return (f"{record['kernel']} | {shape} | n/a: {mine.get('error')} | - | - | - | - | - "
                 f"| - | {record.get('request', '')} |")
     seconds = mine["event_us"] * 1e-6
-    same_size = f"{same['event_us']:.2f}" + (f" ({same['graph_us']:.2f})" if "graph_us" in same
-                                             else "")
     return (f"{record['kernel']} | {shape} | {mine['event_us']:.2f} | {us('specdsl', 'graph_us')} "
             f"| {record['bytes_moved'] / seconds / copy * 100:.1f} | "
-            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {same_size} | {peer('liger')} | "
-            f"{peer('compile')} | {record.get('request', '')} |")
+            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {both(same)} | "
+            f"{both(impls.get('liger', {}))} | {both(impls.get('compile', {}))} | "
+            f"{record.get('request', '')} |")
 
 
 if __name__ == "__main__":
