@@ -15,9 +15,8 @@ from typing import NamedTuple
 
 import pytest
 
-from ptxcheck import assert_no_spills
-from specdsl import render
-from specdsl._runtime.compile import compile_ptx
+from ptxcheck import assert_no_spills, compile_each
+from specdsl import CompileError, render
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
 from specdsl.kernels.softmax import suggested_split
 
@@ -107,7 +106,8 @@ def test_model_shapes_build_and_assemble(dtype):
     for shape in MODELS:
         for spec in implied_requests(shape, dtype):
             unique.setdefault(hashlib.sha256(render(spec).encode()).hexdigest(), spec)
-    for spec in unique.values():
-        compiled = compile_ptx(render(spec), "sm_90", spec=spec)
+    jobs = [(render(spec), spec) for spec in unique.values()]
+    for (_, spec), compiled in zip(jobs, compile_each(jobs, "sm_90"), strict=True):
+        assert not isinstance(compiled, CompileError), compiled
         assert compiled.cubin[:4] == b"\x7fELF", spec
         assert_no_spills(compiled)

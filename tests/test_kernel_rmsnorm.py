@@ -326,7 +326,10 @@ def test_any_length_assembles_without_spills(dtype, hidden, fused):
 
 @pytest.mark.parametrize("hidden,dtype,block", [
     (h, d, b) for h in ODD + (4100, 2880, 65544, 200000, 9992, 10752) for d in ("bf16", "f32")
-    for b in (None, 96, 1024)])
+    for b in (None, 96, 1024)
+    # a window of 22 to 86 chunks on 96 threads is modeled thread by thread at every phase
+    # (30 s); 50257 on 96 threads walks the same loop and peeled chunk, in 9 to 33 chunks
+    if (h, b) != (131073, 96)])
 @pytest.mark.parametrize("fused", [False, True])
 def test_every_vector_touched_once_a_pass(hidden, dtype, block, fused):
     """In a model of the CTA (ptxsim.row_coverage), pass 1 loads every vector of the row
