@@ -17,7 +17,14 @@ from specdsl._spec.dtype import DType
 from specdsl.kernels import Softmax
 from specdsl.kernels._rows import most_vectors_per_thread
 from specdsl.kernels.case import from_bits, to_bits
-from specdsl.kernels.softmax import MAX_COLS, example, reference, suggested_split
+from specdsl.kernels.softmax import (
+    KEPT_EXPONENTIALS_ROWS_PER_SM,
+    MAX_COLS,
+    example,
+    reference,
+    suggested_keep_exponentials,
+    suggested_split,
+)
 from windowsim import every_phase, loads_in_array, merged
 
 # Smallest row, an odd size (guarded sweep), register-resident rows, then 2, 4 and 8 chunks.
@@ -309,6 +316,39 @@ def test_suggested_split_refuses_bad_input(args, message):
     """Nonsense in gets a SpecError naming the argument, not a split."""
     with pytest.raises(SpecError, match=message):
         suggested_split(*args)
+
+
+@pytest.mark.parametrize("cols,dtype,rows,sm_count,fields,kept", [
+    (8192, "bf16", 1, 132, {}, True),
+    (8192, "bf16", 8 * 132, 132, {}, True),       # 8 rows an SM: the limit
+    (8192, "bf16", 8 * 132 + 1, 132, {}, False),  # one more
+    (8192, "bf16", 8 * 78, 78, {}, True),          # the limit follows the SM count
+    (8192, "bf16", 8 * 78 + 1, 78, {}, False),
+    (4096, "bf16", 256, 132, {}, True),            # MORE_CTAS's 7 CTAs make no room; None does
+    (2048, "f16", 64, 132, {"l2_evict_last": True}, True),
+    (16384, "f32", 256, 132, {}, True),
+    (16384, "bf16", 256, 132, {}, False),          # 64 exponentials a thread on 256 threads
+    (4097, "bf16", 256, 132, {}, False),           # a window's .maxnreg 40
+    (131072, "bf16", 1, 132, {}, False),           # chunked: pass 2 computes them again
+    (32768, "bf16", 1, 132, {"split": 8}, False),  # split rows: not measured
+    (0, "bf16", 1, 132, {}, False)])               # no such request: not a suggestion
+def test_suggested_keep_exponentials(cols, dtype, rows, sm_count, fields, kept):
+    """Few rows an SM, one CTA a row, registers enough: keep; each suggestion is accepted."""
+    assert KEPT_EXPONENTIALS_ROWS_PER_SM == 8
+    assert suggested_keep_exponentials(cols, dtype, rows, sm_count, **fields) is kept
+    if kept:
+        request = Softmax(cols=cols, dtype=dtype, keep_exponentials=True, **fields)
+        assert request.min_ctas_per_sm is None  # the field's own default
+
+
+@pytest.mark.parametrize("args,message", [
+    ((8192, "bf16", 0), r"suggested_keep_exponentials: rows = 0 is invalid: expected a positive int"),
+    ((8192, "bf16", True), r"suggested_keep_exponentials: rows = True is invalid"),
+    ((8192, "bf16", 1, 0), r"suggested_keep_exponentials: sm_count = 0 is invalid")])
+def test_suggested_keep_exponentials_refuses_bad_input(args, message):
+    """Nonsense counts get a SpecError naming the argument."""
+    with pytest.raises(SpecError, match=message):
+        suggested_keep_exponentials(*args)
 
 
 @pytest.mark.gpu
@@ -770,11 +810,13 @@ def test_kept_exponentials_are_computed_once(fields, elements):
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(cols=4096), "expected False for cols=4096 bf16 on 256 threads: 16 exponentials a "
-                      "thread and 24 more registers exceed the 32 that 7 CTAs an SM leave"),
+    (dict(cols=4096, min_ctas_per_sm=7),  # MORE_CTAS's count, which the field's default drops
+     "expected False for cols=4096 bf16 on 256 threads: 16 exponentials a thread and 24 more "
+     "registers exceed the 32 that 7 CTAs an SM leave"),
     (dict(cols=12288), "48 exponentials a thread and 24 more registers exceed the 64 that 4 "
                        "CTAs an SM leave"),
-    (dict(cols=7680, l2_evict_last=True), "exceed the 40 that 6 CTAs an SM leave"),
+    (dict(cols=7680, l2_evict_last=True, min_ctas_per_sm=6),
+     "exceed the 40 that 6 CTAs an SM leave"),
     (dict(cols=131072), "expected False for cols=131072 bf16: the row takes 2 chunks, whose "
                         "exponentials pass 2 computes again from x"),
 ])

@@ -387,6 +387,7 @@ def stand_in(monkeypatch):
     monkeypatch.setattr(_validate, "placed", placed)
     monkeypatch.setattr(_runtime, "launch", lambda *call, writes=(): launches.append(call))
     monkeypatch.setattr(_runtime, "cluster_sm_count", lambda index: 0)  # no clusters
+    monkeypatch.setattr(_runtime, "sm_count", lambda index: 132)  # an H200's
     for memo in _PLANS:
         memo.clear()
     yield launches

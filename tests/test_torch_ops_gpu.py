@@ -88,6 +88,37 @@ def test_softmax_values(dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_keeps_exponentials_where_rows_are_few(dtype, monkeypatch):
+    """256 rows launch the request that keeps each exponential in a register, and give the
+    bits the default request gives; 8 rows an SM and one more launch the default."""
+    from specdsl.torch import _runtime, _softmax, _validate
+
+    launched: list = []
+    real = _runtime.launch
+
+    def recording(plan, *args, **kwargs):
+        launched.append(plan.spec)
+        return real(plan, *args, **kwargs)
+
+    monkeypatch.setattr(_runtime, "launch", recording)
+    cols = 4096 if dtype == torch.float32 else 8192
+    x = randn(256, cols, dtype=dtype, scale=2.0, seed=7)
+    kept = sd.softmax(x, 0.5)
+    monkeypatch.setattr(_softmax, "_PLANS", _validate.Plans())  # plan the same call again
+    monkeypatch.setattr(specs, "softmax_keeps_exponentials", lambda *args: False)
+    twice = sd.softmax(x, 0.5)
+    assert [request.keep_exponentials for request in launched] == [True, False]
+    assert torch.equal(kept.view(torch.uint8), twice.view(torch.uint8))
+    reference = softmax.reference(f64(x), 0.5)
+    assert _error(kept, reference) <= TOLERANCE[dtype]
+    monkeypatch.undo()
+    launched.clear()
+    monkeypatch.setattr(_runtime, "launch", recording)
+    sd.softmax(randn(8 * _runtime.sm_count(x.device.index or 0) + 1, cols, dtype=dtype), 0.5)
+    assert [request.keep_exponentials for request in launched] == [False]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("style,rotary_dim", [("neox", None), ("gptj", 64)])
 def test_rotary_embedding_values(dtype, style, rotary_dim):
     """q [tokens, heads, head_dim] and k [tokens, heads * head_dim] are rotated in place as

@@ -64,3 +64,21 @@ def test_softmax_split(cols, rows, sm_count, split):
     """The split follows the kernel's suggested_split, and is 1 where clusters cannot help."""
     assert specs.softmax_split(cols, torch.bfloat16, rows, sm_count) == split
 
+
+@pytest.mark.parametrize("cols,dtype,rows,sm_count,split,l2_evict_last,kept", [
+    (8192, torch.bfloat16, 256, 132, 1, False, True),     # few rows
+    (8192, torch.bfloat16, 1056, 132, 1, False, True),    # 8 an SM
+    (8192, torch.bfloat16, 1057, 132, 1, False, False),   # more
+    (8192, torch.bfloat16, 10**9, 132, 1, False, False),  # cached as "more" (no new key)
+    (8192, torch.float32, 256, 132, 1, True, True),       # with the L2 policy too
+    (32768, torch.bfloat16, 1, 132, 8, False, False),     # a row split over a cluster
+    (12288, torch.bfloat16, 256, 132, 1, False, False),   # registers: no room
+    (8192, torch.float64, 256, 132, 1, False, False),     # no such request (refused later)
+])
+def test_softmax_keeps_exponentials(cols, dtype, rows, sm_count, split, l2_evict_last, kept):
+    """The op keeps exponentials where the kernel's suggested_keep_exponentials says so."""
+    assert specs.softmax_keeps_exponentials(cols, dtype, rows, sm_count, split,
+                                            l2_evict_last) is kept
+    many = specs.softmax_keeps_exponentials(8192, torch.bfloat16, 2 * 10**9, 132, 1, False)
+    assert many is False and specs._keeps.cache_info().currsize <= specs._KEPT
+

@@ -145,7 +145,9 @@ def exponentials_refusal(spec: Any) -> str | None:
 def default_min_ctas(spec: Any) -> int | None:
     """The ``min_ctas_per_sm`` default of a spec being built: :data:`MORE_CTAS` (with
     ``l2_evict_last``, :data:`KEPT_MORE_CTAS`) for an f16/bf16 row it names, unsplit, one a
-    CTA, on its default block; else None (``1024 // block``)."""
+    CTA, on its default block, without ``keep_exponentials``; else None (``1024 // block``)."""
+    if spec.keep_exponentials:  # for few rows, where more CTAs an SM buy nothing
+        return None
     table = KEPT_MORE_CTAS if spec.l2_evict_last else MORE_CTAS
     ctas = table.get(spec.cols) if isinstance(spec.cols, int) else None
     if ctas is None or spec.dtype.size != 2 or (spec.split, spec.rows_per_cta) != (1, 1):

@@ -40,10 +40,19 @@ from ._softmax_layout import (
     layout,
     resident_geometry,
 )
-from .case import TOLERANCE, KernelCase, Output, from_bits, relative_error, to_bits
+from ._softmax_reference import example, reference
 
-__all__ = ["Softmax", "reference", "example", "suggested_split", "default_block", "MAX_COLS",
-           "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS", "KEPT_MORE_CTAS", "KEPT_EXPONENTIALS_MARGIN"]
+__all__ = ["Softmax", "reference", "example", "suggested_split", "suggested_keep_exponentials",
+           "default_block", "MAX_COLS", "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS", "KEPT_MORE_CTAS",
+           "KEPT_EXPONENTIALS_MARGIN", "KEPT_EXPONENTIALS_ROWS_PER_SM"]
+
+#: :func:`suggested_keep_exponentials` keeps the exponentials of at most this many rows an
+#: SM (1056 on an H200's 132). Measured on the H200 (``benchmarks/variants.py
+#: softmax-kept-rows``, two runs, 2026-12-02; bf16 cols 2048 to 8192, f16 8192, f32 4096 and
+#: 16384): from 64 to 1056 rows 1.003x to 1.094x by events and 1.042x to 1.101x by CUDA-graph
+#: replay, but 64 rows of 2048 (0.95x by graph replay, 1.00x to 1.02x by events); at 2112 rows
+#: 0.995x to 1.046x; at 16384 rows 0.99x to 1.01x (docs/kernels/softmax.md, "How many rows").
+KEPT_EXPONENTIALS_ROWS_PER_SM = 8
 
 #: Longest row (8 chunks of 1024 threads x 8 vectors would allow 524288 f16/bf16;
 #: one limit for every dtype, set when every chunk was unrolled and the PTX grew with the row).
@@ -192,16 +201,21 @@ class Softmax:
             does 16 a clock an SM), at one f32 register an element. For few rows, where the
             SFU sets the time: H200, bf16, one process, 256 rows of 6144 to 8192 1.059x to
             1.069x by CUDA-graph replay (8192: 4.70 against 5.02 us); 16384 rows 0.991x to
-            0.998x (8192: 134.0 against 132.8 us), so the default is False. Rows in
+            0.998x (8192: 134.0 against 132.8 us), so the default is False
+            (:func:`suggested_keep_exponentials` says where to set it, and
+            ``specdsl.torch.softmax`` follows it). Rows in
             registers (one chunk) whose exponentials and
             :data:`KEPT_EXPONENTIALS_MARGIN` more registers fit what ``min_ctas_per_sm``
-            leaves (cols 8192 bf16: yes; 4096 at 7 CTAs an SM: no, with None: yes).
+            leaves (cols 8192 bf16: yes; 4096 at 7 CTAs an SM: no, at its default with the
+            field, None: yes).
         min_ctas_per_sm (baked): CTAs an SM must hold (``.minnctapersm``): ptxas then keeps
             to :func:`~specdsl.kernels._rows.register_cap` registers; None: ``1024 // block``
             (a window of up to 3 vectors a thread adds ``.maxnreg 40``). The default is
             None, or :data:`MORE_CTAS` for f16/bf16 cols 4096, 5120 and 5632 (unsplit, one
             row a CTA, the default block: 1.004x to 1.037x on the H200, bf16 timed); with
-            ``l2_evict_last``, :data:`KEPT_MORE_CTAS`, which adds cols 7680 (1.010x).
+            ``l2_evict_last``, :data:`KEPT_MORE_CTAS`, which adds cols 7680 (1.010x). With
+            ``keep_exponentials`` the default is None: the field is for few rows, where more
+            CTAs an SM buy nothing, and its exponentials need the registers.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -340,41 +354,30 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
     return 1
 
 
-def reference(x: Any, scale: float) -> Any:
-    """float64 softmax of ``x * scale`` along the last axis (maximum subtracted first).
+def suggested_keep_exponentials(cols: int, dtype: DType | str, rows: int,
+                                 sm_count: int = 132, *, split: int = 1,
+                                 l2_evict_last: bool = False) -> bool:
+    """Whether ``rows`` rows of ``cols`` should keep their exponentials
+    (``Softmax(keep_exponentials=True)``): when rows are few, an SM's 16 ``ex2`` a clock
+    set the time, and computing each exponential once instead of twice pays.
 
-    Special values as ``torch.softmax``: ``-inf`` gives 0; a row with NaN, ``+inf`` or
-    no finite ``x * scale`` gives NaN everywhere (``inf - inf``, ``0 / 0``).
+    True where ``rows`` is at most :data:`KEPT_EXPONENTIALS_ROWS_PER_SM` times ``sm_count``
+    (the device's SM count: 132 on an H200), the row is not split over a cluster (``split``
+    1: not measured split), and the request with these fields and the others at their
+    defaults accepts the field (its exponentials fit the registers; see
+    :class:`Softmax`). False otherwise, also for arguments a :class:`Softmax` refuses.
+
+    Raises:
+        SpecError: ``rows`` or ``sm_count`` is not a positive int.
     """
-    import numpy as np
-
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        t = np.asarray(x, dtype=np.float64) * scale
-        t = t - np.max(t, axis=-1, keepdims=True)
-        e = np.exp(t)
-        return e / np.sum(e, axis=-1, keepdims=True)
-
-
-def example(spec: Softmax, rng: Any, rows: int = 5) -> KernelCase:
-    """A launch of ``spec`` on ``rows`` random rows (x ~ N(0, 4), so rows are peaked).
-
-    The tolerance is the kernels' one table, :data:`~specdsl.kernels.case.TOLERANCE`,
-    or twice the error of the float64 reference itself rounded to ``dtype`` where that is
-    larger: long f16 rows at small scales have
-    most probabilities near ``1/cols``, in f16's subnormal range (below 2^-14), where
-    rounding alone costs more than 2e-3.
-    """
-    import numpy as np
-
-    shape = (rows, spec.cols)
-    x = to_bits(rng.normal(0.0, 2.0, shape), spec.dtype)
-    grid, block = spec.launch_dims(rows)
-    expected = reference(from_bits(x, spec.dtype), spec.scale)
-    rounding = relative_error(from_bits(to_bits(expected, spec.dtype), spec.dtype), expected)
-    return KernelCase(
-        spec=spec,
-        args=(("x", x), ("y", Output(shape, spec.dtype)), ("rows", np.uint32(rows))),
-        grid=grid, block=block,
-        expected={"y": expected},
-        tolerance=max(TOLERANCE[spec.dtype], 2 * rounding),
-    )
+    for name, value in (("rows", rows), ("sm_count", sm_count)):
+        if type(value) is not int or value < 1:
+            raise SpecError(f"suggested_keep_exponentials: {name} = {value!r} is invalid: "
+                            f"expected a positive int")
+    if split != 1 or rows > KEPT_EXPONENTIALS_ROWS_PER_SM * sm_count:
+        return False
+    try:
+        Softmax(cols=cols, dtype=dtype, l2_evict_last=l2_evict_last, keep_exponentials=True)
+    except SpecError:
+        return False
+    return True

@@ -175,7 +175,12 @@ def _bind(plan: Plan, index: int) -> Callable[..., None]:
 
 
 @functools.cache
+def sm_count(index: int) -> int:
+    """Device ``index``'s SM count (132 on an H200)."""
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
+
+
+@functools.cache
 def cluster_sm_count(index: int) -> int:
     """Device ``index``'s SM count if it has thread block clusters (sm_90 or newer), else 0."""
-    properties = torch.cuda.get_device_properties(index)
-    return properties.multi_processor_count if properties.major >= 9 else 0
+    return sm_count(index) if torch.cuda.get_device_properties(index).major >= 9 else 0

@@ -11,14 +11,16 @@ __all__ = ["softmax"]
 _OP_NAME = "specdsl.torch.softmax"
 
 
-def _request(x: torch.Tensor, scale: float, split: int, l2_evict_last: bool) -> Any:
-    return _validate.request(_OP_NAME, "x", x, specs.softmax,
-                             x.shape[-1], scale, x.dtype, split, l2_evict_last)
+def _request(x: torch.Tensor, scale: float, split: int, l2_evict_last: bool,
+             keep_exponentials: bool = False) -> Any:
+    return _validate.request(_OP_NAME, "x", x, specs.softmax, x.shape[-1], scale, x.dtype,
+                             split, l2_evict_last, keep_exponentials)
 
 
 def _plan(x: torch.Tensor, scale: float, l2_evict_last: bool, index: int) -> _validate.Plan:
     """Every check of a softmax call, in order; the plan they settle for device ``index``
-    (the split of a row over a cluster depends on the device's SM count)."""
+    (the split of a row over a cluster, and whether rows are few enough to keep their
+    exponentials, depend on the device's SM count)."""
     _validate.float_tensor(_OP_NAME, "x", x)
     _validate.on_cuda(_OP_NAME, "x", x)
     cols = x.shape[-1]
@@ -26,7 +28,9 @@ def _plan(x: torch.Tensor, scale: float, l2_evict_last: bool, index: int) -> _va
     # the L2 policy is written for rows on one CTA, so a call asking for it never splits
     split = 1 if l2_evict_last else specs.softmax_split(
         cols, x.dtype, rows, _runtime.cluster_sm_count(index))
-    return _validate.plan(_request(x, scale, split, l2_evict_last), rows)
+    keep = specs.softmax_keeps_exponentials(cols, x.dtype, rows, _runtime.sm_count(index),
+                                            split, l2_evict_last)
+    return _validate.plan(_request(x, scale, split, l2_evict_last, keep), rows)
 
 
 _PLANS = _validate.Plans()
@@ -65,7 +69,9 @@ def softmax(x: torch.Tensor, scale: float = 1.0, *, l2_evict_last: bool = False
     The op ``torch.ops.specdsl.softmax``, launching :class:`~specdsl.kernels.Softmax`
     (f32 arithmetic, one rounding to the dtype). Few long rows (decode over a large
     vocabulary) are shared by a thread block cluster of CTAs on sm_90 and newer, as
-    :func:`~specdsl.kernels.softmax.suggested_split` chooses.
+    :func:`~specdsl.kernels.softmax.suggested_split` chooses; up to 8 rows an SM keep
+    each exponential in a register (``keep_exponentials``, the same results bit for bit),
+    as :func:`~specdsl.kernels.softmax.suggested_keep_exponentials` chooses.
 
     Args:
         x: ``[..., cols]``, contiguous, on a CUDA device; f32, f16 or bf16. Every

@@ -29,7 +29,11 @@ import torch
 from .._spec.dtype import DType
 from ..errors import SpecError
 from ..kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
-from ..kernels.softmax import suggested_split
+from ..kernels.softmax import (
+    KEPT_EXPONENTIALS_ROWS_PER_SM,
+    suggested_keep_exponentials,
+    suggested_split,
+)
 
 __all__ = ["DTYPES", "dtype_of", "rms_norm", "softmax", "softmax_split", "rotary_embedding",
            "silu_and_mul", "scaled_fp8_quant", "per_token_group_quant_fp8", "rms_norm_quant",
@@ -65,10 +69,10 @@ def rms_norm(hidden: int, eps: float, dtype: torch.dtype, fused_residual: bool =
 
 @functools.lru_cache(maxsize=_KEPT)
 def softmax(cols: int, scale: float, dtype: torch.dtype, split: int = 1,
-            l2_evict_last: bool = False) -> Softmax:
+            l2_evict_last: bool = False, keep_exponentials: bool = False) -> Softmax:
     """The :class:`~specdsl.kernels.Softmax` for rows of ``cols`` elements, ``split`` CTAs a row."""
     return Softmax(cols=cols, scale=scale, dtype=dtype_of(dtype), split=split,
-                   l2_evict_last=l2_evict_last)
+                   l2_evict_last=l2_evict_last, keep_exponentials=keep_exponentials)
 
 
 def softmax_split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> int:
@@ -81,6 +85,25 @@ def softmax_split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> in
     all give 1, so the key space stays small.
     """
     return _split(cols, dtype, min(rows, sm_count + 1), sm_count)
+
+
+def softmax_keeps_exponentials(cols: int, dtype: torch.dtype, rows: int, sm_count: int,
+                               split: int, l2_evict_last: bool) -> bool:
+    """Whether :func:`softmax` keeps each exponential in a register for ``rows`` rows, as
+    :func:`~specdsl.kernels.softmax.suggested_keep_exponentials` says (few rows a SM of the
+    device's ``sm_count``, one CTA a row, registers enough). Cached: rows beyond the limit
+    all give False, so the key space stays small."""
+    limit = KEPT_EXPONENTIALS_ROWS_PER_SM * sm_count
+    return _keeps(cols, dtype, min(rows, limit + 1), sm_count, split, l2_evict_last)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _keeps(cols: int, dtype: torch.dtype, rows: int, sm_count: int, split: int,
+           l2_evict_last: bool) -> bool:
+    if sm_count < 1 or rows < 1 or dtype not in DTYPES:
+        return False
+    return suggested_keep_exponentials(cols, dtype_of(dtype), rows, sm_count, split=split,
+                                       l2_evict_last=l2_evict_last)
 
 
 @functools.lru_cache(maxsize=_KEPT)
