@@ -23,7 +23,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from harness import BenchCase, Impl, Launcher, fields_label, from_bits, host, to_bits, torch_dtype
+from harness import (
+    BenchCase,
+    Impl,
+    Launcher,
+    fields_label,
+    fresh_outputs,
+    from_bits,
+    host,
+    to_bits,
+    torch_dtype,
+)
 
 from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
 from specdsl.kernels import fp8_quant as fp8_quant_module
@@ -74,6 +84,12 @@ def _outputs(torch: Any, tokens: int, width: int, mode: str) -> tuple:
     return q, torch.empty(shape, dtype=torch.float32, device="cuda")
 
 
+def _output_positions(q_at: int, mode: str) -> tuple[int, ...]:
+    """Where ``q`` and its scales sit in an input set (``q`` at ``q_at``, the scales next),
+    as :attr:`harness.BenchCase.outputs`: a static scale is an input, not listed."""
+    return (q_at,) if mode == "static" else (q_at, q_at + 1)
+
+
 def _picked_outputs(q: Any, scale: Any, mode: str) -> tuple:
     """The outputs a case checks: the codes, and the scales unless they are the input."""
     return (q,) if mode == "static" else (q, scale)
@@ -86,9 +102,10 @@ def _quant_spec(hidden: int, mode: str, dtype: str = "bf16") -> Fp8Quant:
 
 
 def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
-             mode: str, returns_sum: bool = False) -> Impl:
+             mode: str, outputs: tuple[int, ...], returns_sum: bool = False) -> Impl:
     """``first`` (RMSNorm or SiluMul: its inputs, then ``y``, then the row count) and then
-    Fp8Quant of ``y``, through a ``y`` ``[tokens, width]`` allocated outside the timed call.
+    Fp8Quant of ``y``, through a ``y`` ``[tokens, width]`` allocated at each call, as the
+    ``outputs`` (positions in the input set, :func:`harness.fresh_outputs`) are.
     ``returns_sum``: ``first`` updates its second input (the residual) in place, an output
     checked like the codes."""
     launcher = Launcher(torch)
@@ -96,17 +113,15 @@ def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
     grid_b, block_b = second.launch_dims(tokens)
     rows = np.uint32(tokens)
 
-    def prepare(inputs: tuple) -> tuple:
-        x = inputs[0]
-        return (*inputs, torch.empty(tokens, width, dtype=x.dtype, device=x.device))
-
     def run(*args: Any) -> tuple:
-        *first_inputs, q, scale, y = args
+        *first_inputs, q, scale = fresh_outputs(torch, args, outputs)
+        x = first_inputs[0]
+        y = torch.empty(tokens, width, dtype=x.dtype, device=x.device)
         launcher.launch(first, *first_inputs, y, rows, grid=grid_a, block=block_a)
         launcher.launch(second, y, q, scale, grid=grid_b, block=block_b)
         summed = (first_inputs[1],) if returns_sum else ()
         return (*_picked_outputs(q, scale, mode), *summed)
-    return Impl(prepare=prepare, run=run)
+    return Impl(prepare=lambda inputs: inputs, run=run)
 
 
 def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
@@ -153,15 +168,16 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
         codes = (quotient,) if mode == "static" else (quotient, scales)
         return (*codes, x) if fused else codes
 
+    outputs = _output_positions(2 + fused, mode)
     unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode, dtype),  # noqa: E731
-                               tokens, hidden, mode, returns_sum=fused)
+                               tokens, hidden, mode, outputs, returns_sum=fused)
     return BenchCase(spec=spec, kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens,
                      series=f"hidden={hidden} {mode}{fields_label(fields, dtype)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,
-                     peers={"unfused": unfused},
+                     peers={"unfused": unfused}, outputs=outputs,
                      tolerance=rmsnorm_quant_module.example(spec, np.random.default_rng(0),
                                                             rows=2).tolerance)
 
@@ -188,13 +204,14 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
             host(inputs[0], picks), d, spec.dtype, mode, STATIC_SCALE)
         return (quotient,) if mode == "static" else (quotient, scales)
 
+    outputs = _output_positions(1, mode)
     unfused = lambda: _unfused(torch, SiluMul(d=d, dtype="bf16"),  # noqa: E731
-                               _quant_spec(d, mode), tokens, d, mode)
+                               _quant_spec(d, mode), tokens, d, mode, outputs)
     return BenchCase(spec=spec, kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (inputs[0], inputs[2]), expected=expected,
-                     peers={"unfused": unfused},
+                     peers={"unfused": unfused}, outputs=outputs,
                      tolerance=silu_mul_quant_module.example(spec, np.random.default_rng(0),
                                                              tokens=2).tolerance)
 
@@ -219,6 +236,7 @@ def _fp8_group(torch: Any, tokens: int, hidden: int) -> BenchCase:
                      run_specdsl=run_specdsl,
                      run_torch=lambda x: quantize_torch(torch, x, "group"),
                      torch_args=lambda inputs: inputs[:1], expected=expected,
+                     outputs=_output_positions(1, "group"),
                      tolerance=fp8_quant_module.example(spec, np.random.default_rng(0),
                                                         tokens=2).tolerance)
 

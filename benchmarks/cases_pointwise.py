@@ -63,7 +63,7 @@ def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1], expected=expected,
-                     peers={"liger": lambda: liger_peers.silu_mul(d)},
+                     peers={"liger": lambda: liger_peers.silu_mul(d)}, outputs=(1,),
                      tolerance=silu_mul_module.example(spec, np.random.default_rng(0)).tolerance)
 
 
@@ -95,6 +95,7 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int, **fields: Any) -> BenchCase
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: inputs[:1], expected=expected,
                      peers={"liger": liger_peers.missing("Liger-Kernel has no FP8 quantization")},
+                     outputs=(1, 2),
                      tolerance=fp8_quant_module.example(spec, np.random.default_rng(0)).tolerance)
 
 

@@ -22,7 +22,14 @@ Timing:
   that small, launch-bound shapes need beside the event time.
 
 Input sets rotate (:data:`ROTATE_BYTES` of them in all, more than the H200's 60 MB L2), so
-no call finds its inputs in cache.
+no call finds its inputs in cache. Outputs are allocated at each call from torch's caching
+allocator, by every implementation alike: the peers and torch allocate theirs, and specdsl's
+(:attr:`BenchCase.outputs`, and the same-size copy's destination) are made the same way,
+as ``specdsl.torch`` makes them. The allocator hands the same blocks back call after call,
+so at small shapes an output stays in L2 between calls; outputs kept one per input set
+instead cost specdsl 0.3 to 0.6 us a call at 256 tokens by graph replay (their dirty lines
+written back during later calls; H200, 2026-12-02) and put peers under a same-size copy.
+In-place outputs (the residual, RoPE's q and k) stay in their rotating input sets.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from specdsl.review import format_request
 __all__ = ["BenchCase", "Impl", "Launcher", "Unavailable", "IMPLS", "from_bits", "to_bits",
            "row_picks", "host", "clone_inputs", "describe_error", "implementations",
            "check_impl", "check_all", "measure_case", "device_times", "graph_seconds",
-           "copy_bandwidth", "fields_label", "torch_dtype"]
+           "copy_bandwidth", "fields_label", "fresh_outputs", "torch_dtype"]
 
 #: Inputs of all rotated sets together are at least this many bytes (H200 L2: 60 MB).
 ROTATE_BYTES = 256 * 2**20
@@ -101,6 +108,9 @@ class BenchCase:
         spec: the specdsl request timed, or None: recorded as its baked fields' text, so a
             row says what ran even where a label names only the fields the case gives (a
             default that changed since, such as a ``min_ctas_per_sm``, shows).
+        outputs: positions in an input set of the tensors specdsl's kernel only writes;
+            each timed call gets new ones (:func:`fresh_outputs`), as a peer allocates its
+            outputs at each call. In-place outputs (read, then written) are not listed.
     """
 
     kernel: str
@@ -116,6 +126,7 @@ class BenchCase:
     peers: Mapping[str, Callable[[], Impl]] = attrs.field(factory=dict)
     detail: str = ""
     spec: Any = None
+    outputs: tuple[int, ...] = ()
 
     @property
     def shape(self) -> str:
@@ -141,6 +152,16 @@ class Launcher:
         """Launch ``spec`` with ``args`` in ``.param`` order (torch tensors, NumPy scalars)."""
         self.executor.launch(spec, *args, grid=grid, block=block,
                              stream=self.torch.cuda.current_stream())
+
+
+def fresh_outputs(torch: Any, inputs: tuple, positions: tuple[int, ...]) -> tuple:
+    """``inputs`` with the tensors at ``positions`` replaced by new, uninitialized ones of
+    the same shape and dtype (``torch.empty_like``: the caching allocator's blocks, as a
+    peer's outputs at each call)."""
+    if not positions:
+        return inputs
+    return tuple(torch.empty_like(value) if i in positions else value
+                 for i, value in enumerate(inputs))
 
 
 def fields_label(fields: dict, dtype: str = "bf16") -> str:
@@ -277,7 +298,8 @@ def implementations(torch: Any, case: BenchCase, launcher: Launcher,
     """
     found: dict[str, Impl | str] = {
         "specdsl": Impl(prepare=lambda inputs: inputs,
-                        run=lambda *inputs: case.run_specdsl(launcher, inputs)),
+                        run=lambda *inputs: case.run_specdsl(
+                            launcher, fresh_outputs(torch, inputs, case.outputs))),
     }
     for name, factory in case.peers.items():
         if not peers:
@@ -384,11 +406,11 @@ def measure_case(torch: Any, case: BenchCase, impls: Mapping[str, Impl | str],
             records[name] = {"error": describe_error(exc)}
             _settle(torch)
     half = max(1, case.bytes_moved // 2)
-    copies = [(torch.empty(half, dtype=torch.uint8, device="cuda"),
-               torch.randint(0, 255, (half,), dtype=torch.uint8, device="cuda"))
-              for _ in range(max(2, min(64, -(-ROTATE_BYTES // half))))]
-    copy = _time(torch, lambda i: copies[i][0].copy_(copies[i][1]), len(copies), launches, graph)
-    del sets, copies
+    sources = [torch.randint(0, 255, (half,), dtype=torch.uint8, device="cuda")
+               for _ in range(max(2, min(64, -(-ROTATE_BYTES // half))))]
+    copy = _time(torch, lambda i: torch.empty_like(sources[i]).copy_(sources[i]), len(sources),
+                 launches, graph)
+    del sets, sources
     torch.cuda.empty_cache()
     return {"kernel": case.kernel, "tokens": case.tokens, "series": case.series,
             "detail": case.detail, "request": request_text(case), "bytes_moved": case.bytes_moved,

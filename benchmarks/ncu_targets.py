@@ -16,7 +16,8 @@ Groups: ``large`` (the default): every built-in (RMSNorm, fused add RMSNorm, Sof
 SiluMul, Fp8Quant) at 16384 tokens x 4096 and x 8192, bf16; ``norm``: RMSNorm 16384 x 4096 and
 16384 x 8192, Softmax 16384 x 8192; ``small``: SiluMul at 1 and 16 tokens (d 4096); ``odd``:
 RMSNorm and Fp8Quant at 4096 and 4097, Softmax at 50264 and 50257 (16384 tokens; issue 14's odd
-lengths); ``fused``: fused add RMSNorm at 16384 x 4096 and x 8192.
+lengths); ``fused``: fused add RMSNorm at 16384 x 4096 and x 8192; ``rows-256``: fused add
+RMSNorm, SiluMul and Softmax (with and without ``keep_exponentials``) at 256 tokens x 8192.
 
 For each case, every implementation (specdsl, Liger-Kernel, torch.compile, torch eager:
 ``--impls``) is checked against the float64 reference (``harness.check_all``) and called
@@ -79,6 +80,12 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
                           cases_pointwise._fp8_quant(torch, 16384, 4097)],
     # issue 15: fused add RMSNorm, where Liger is ahead
     "fused": lambda torch: [cases_norm._rmsnorm(torch, 16384, width, True) for width in LARGE_WIDTHS],
+    # issue 15: 256 tokens x 8192, where Liger leads by graph replay (SiluMul, the residual,
+    # Softmax with and without its exponentials kept)
+    "rows-256": lambda torch: [cases_norm._rmsnorm(torch, 256, 8192, True),
+                               cases_pointwise._silu_mul(torch, 256, 8192),
+                               cases_norm._softmax(torch, 256, 8192, keep_exponentials=False),
+                               cases_norm._softmax(torch, 256, 8192, keep_exponentials=True)],
     # chunked rows: two passes over each row through one CTA, against a cluster sharing it
     "long": lambda torch: [cases_norm._softmax(torch, 4096, 131072),
                            cases_norm._softmax(torch, 4096, 131072, split=2),

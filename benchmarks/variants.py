@@ -79,7 +79,7 @@ def _floor(torch: Any) -> list[BenchCase]:
     return [BenchCase(kernel="VectorAdd", tokens=n, series="f32 elements (launch floor)",
                       bytes_moved=3 * 4 * n, make_inputs=make_inputs, run_specdsl=run_specdsl,
                       run_torch=lambda a, b: a + b, torch_args=lambda inputs: inputs[:2],
-                      expected=expected, tolerance=1e-6, spec=spec)]
+                      expected=expected, tolerance=1e-6, spec=spec, outputs=(2,))]
 
 
 #: issue 15's candidates: the fields each (kernel, width) tries besides its default ({}).
@@ -367,13 +367,28 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_pointwise._silu_mul(torch, 256, 8192, **fields)
         for fields in ({}, {"block": 64}, {"block": 256}, {"block": 512},
                        {"unroll": 2, "block": 256})],
-    # Softmax's defaults where the exponentials are kept from the sum to the store (one ex2
-    # an element, not two): few rows, where the SFU sets the time, and many, where it must not
+    # SiluMul at 256 tokens in Liger's geometry (one 512-thread CTA a row, two vectors of each
+    # half a thread) and between it and the default (one vector a thread, 128 threads)
+    "silu-256": lambda torch: [
+        cases_pointwise._silu_mul(torch, 256, 8192, **fields)
+        for fields in ({}, {"unroll": 2, "block": 512}, {"unroll": 2, "block": 128},
+                       {"unroll": 4, "block": 256}, {"unroll": 1, "block": 1024})],
+    # each exponential kept from the sum to the store (one ex2 an element, not two) against
+    # the default: few rows, where the SFU sets the time, and many, where it must not (cols
+    # 12288 and 32768 keep too many for their default blocks' registers)
     "softmax-exps": lambda torch: [
-        cases_norm._softmax(torch, tokens, cols)
-        for tokens, widths in ((256, (4096, 8192)), (16384, (4096, 5120, 6144, 8192, 12288)),
-                               (4096, (32768,)))
-        for cols in widths],
+        cases_norm._softmax(torch, tokens, cols, keep_exponentials=keep)
+        for tokens, widths in ((256, (4096, 8192)), (16384, (4096, 5120, 6144, 8192)))
+        for cols in widths for keep in (False, True)],
+    # where keeping the exponentials stops paying: rows from half an H200's SMs to 16 a SM
+    # (suggested_keep_exponentials), and f16 and f32 rows at and near its limit
+    "softmax-kept-rows": lambda torch: [
+        cases_norm._softmax(torch, tokens, cols, keep_exponentials=keep)
+        for cols in (2048, 4096, 6144, 8192) for tokens in (64, 132, 264, 528, 1056, 2112)
+        for keep in (False, True)] + [
+        cases_norm._softmax(torch, tokens, cols, dtype, keep_exponentials=keep)
+        for dtype, widths in (("f16", (8192,)), ("f32", (4096, 16384)))
+        for cols in widths for tokens in (256, 1056, 2112) for keep in (False, True)],
     # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
     "softmax-split": lambda torch: [
         cases_norm._softmax(torch, tokens, cols, split=split)

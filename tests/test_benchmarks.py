@@ -106,6 +106,22 @@ def test_softmax_split_is_a_detail_not_a_series():
     assert case.shape == "tokens=1 cols=131072 split=8"
 
 
+def test_few_softmax_rows_keep_their_exponentials_as_a_detail():
+    """Up to 8 rows an SM keep their exponentials, as specdsl.torch.softmax does: named in
+    the label, in the same series; more rows, or a request without the registers, do not."""
+    def shape(tokens, cols):
+        return next(c for c in _built_cases() if c.kernel == "Softmax" and c.tokens == tokens
+                    and c.series == f"cols={cols}").shape
+
+    assert shape(256, 8192) == "tokens=256 cols=8192 keep_exponentials=True"
+    assert shape(4096, 8192) == "tokens=4096 cols=8192"
+    assert shape(256, 32768) == "tokens=256 cols=32768"  # 64 a thread: no room
+    assert shape(1, 32768) == "tokens=1 cols=32768 split=8"  # split rows: not measured
+    kept = variants.EXPERIMENTS["softmax-kept-rows"](None)
+    assert {c.spec.keep_exponentials for c in kept} == {False, True}
+    assert len(kept) == len({(c.tokens, c.series) for c in kept})
+
+
 def test_opt_in_groups_run_only_when_named():
     """The fused-epilogue and row-length groups stay out of the default run (about 4
     minutes) and run where --kernels names them; --quick keeps two token counts of theirs."""
@@ -470,6 +486,42 @@ def test_torch_version_matches_the_reference(cpu_torch, kernel):
         impls = {"eager": harness.Impl(prepare=case.torch_args, run=case.run_torch)}
         passed, records = harness.check_all(cpu_torch, case, impls)
         assert "eager" in passed, (case.shape, records)
+
+
+class _RecordingLauncher:
+    """Takes launches and runs nothing (the cases' run_specdsl on CPU tensors)."""
+
+    def launch(self, spec, *args, grid, block) -> None:
+        self.args = args
+
+
+def test_outputs_name_what_specdsl_only_writes(cpu_torch):
+    """Each case's ``outputs`` (the tensors the timing allocates at each call, as the peers
+    do) are tensors its run_specdsl returns; whatever else it returns is an input its torch
+    version reads (written in place: the residual, RoPE's q and k). A wrong position would
+    time a kernel reading an uninitialized input, or writing into a rotating one."""
+    cases = [c for m in kernels.case_modules() for c in m.cases(cpu_torch) if c.tokens == 16]
+    cases += variants.EXPERIMENTS["floor"](cpu_torch)
+    assert {c.kernel for c in cases} >= {"RMSNorm", "Softmax", "SiluMul", "RoPE", "Fp8Quant",
+                                         "RMSNormQuant+residual", "SiluMulQuant", "VectorAdd"}
+    for case in cases:
+        inputs = case.make_inputs()
+        returned = case.run_specdsl(_RecordingLauncher(), inputs)
+        positions = {i for i, t in enumerate(inputs) if any(t is r for r in returned)}
+        assert set(case.outputs) <= positions, case.shape
+        read = case.torch_args(inputs)
+        for i in positions - set(case.outputs):
+            assert any(inputs[i] is t for t in read), (case.shape, i)
+
+
+def test_fresh_outputs_replaces_only_the_named_positions(cpu_torch):
+    """fresh_outputs gives new tensors of the same shape and dtype at the positions named,
+    and the very same objects elsewhere."""
+    inputs = (cpu_torch.randn(4, 8), cpu_torch.empty(4, 8), np.uint32(4))
+    assert harness.fresh_outputs(cpu_torch, inputs, ()) is inputs
+    fresh = harness.fresh_outputs(cpu_torch, inputs, (1,))
+    assert fresh[0] is inputs[0] and fresh[2] is inputs[2] and fresh[1] is not inputs[1]
+    assert fresh[1].shape == inputs[1].shape and fresh[1].dtype == inputs[1].dtype
 
 
 @pytest.mark.parametrize("spec,shapes,written", [
