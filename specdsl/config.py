@@ -28,8 +28,9 @@ from typing import Generic, TypeVar, overload
 
 from .errors import ConfigError, UnknownVariableWarning
 
-__all__ = ["knobs", "Knobs", "Knob", "variables", "parse_switch", "parse_size", "parse_folder",
-           "unknown_variables", "warn_unknown_variables", "OFF", "ON", "DEFAULT_CACHE_MAX_BYTES"]
+__all__ = ["knobs", "Knobs", "Knob", "variables", "parse_switch", "parse_size", "parse_cap",
+           "parse_folder", "unknown_variables", "warn_unknown_variables", "OFF", "ON",
+           "DEFAULT_CACHE_MAX_BYTES", "SMALLEST_BARE_CAP"]
 
 T = TypeVar("T")
 
@@ -75,6 +76,28 @@ def parse_size(name: str, text: str) -> int | None:
         raise ConfigError(f"{name} must be a size in bytes such as 1073741824, 512M or 4G, "
                           f"or off/0/none for no limit (got {text!r})")
     return int(match[1]) * _UNITS[(match[2] or "").lower()]
+
+
+#: A unit-less cap below this many bytes is refused (:func:`parse_cap`): the smallest cubin
+#: nvJitLink writes is several KiB, so such a cap would empty the cache at every check.
+SMALLEST_BARE_CAP = 1024
+
+
+def parse_cap(name: str, text: str) -> int | None:
+    """:func:`parse_size`, for a cache's size cap: digits with no unit below
+    :data:`SMALLEST_BARE_CAP` (``4``, meant as ``4G``) are refused, as no module fits them;
+    a unit says bytes were meant (``100B``, ``1K``).
+
+    Raises:
+        ConfigError: what :func:`parse_size` refuses, or such a bare number.
+    """
+    size = parse_size(name, text)
+    word = text.strip()
+    if size is not None and size < SMALLEST_BARE_CAP and word.isdigit():
+        raise ConfigError(f"{name}={word} is {size} bytes, less than one cached module: give "
+                          f"a unit, such as {word}G or {word}M (or {word}B for bytes), or "
+                          f"off/0/none for no limit")
+    return size
 
 
 def parse_folder(name: str, text: str) -> Path | None:
@@ -173,12 +196,13 @@ class Knobs:
             "are refused (a switch where a folder was meant). An Executor's cache_dir= "
             "argument wins over it.")
     cache_max_bytes: Knob[int | None] = Knob(
-        "SPECDSL_CACHE_MAX_BYTES", parse_size, lambda: DEFAULT_CACHE_MAX_BYTES,
+        "SPECDSL_CACHE_MAX_BYTES", parse_cap, lambda: DEFAULT_CACHE_MAX_BYTES,
         type="size", default_text="1G (1 GiB)",
         doc="The disk cache's size cap. Past it, the entries read least recently are removed "
             "(checked on a process's first write and every 64th after, and by specdsl cache "
             "prune). Digits with an optional K, M, G or T suffix (powers of 1024); off, 0 or "
-            "none: no cap.")
+            "none: no cap. Digits alone below 1024 are refused (4 is 4 bytes: did you mean "
+            "4G?); 100B says bytes.")
     check_keys: Knob[bool | None] = Knob(
         "SPECDSL_CHECK_KEYS", parse_switch, lambda: None,
         type="switch", default_text="on, off under python -O",

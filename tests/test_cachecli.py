@@ -74,7 +74,7 @@ def test_prune_to_max_bytes(capsys, warm):
 
 def test_prune_to_the_environment_cap(capsys, warm, monkeypatch):
     """prune without --max-bytes uses SPECDSL_CACHE_MAX_BYTES."""
-    monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "1")
+    monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "1B")
     code, out, _ = run(capsys, "cache", "prune", "--dir", str(warm))
     assert code == 0 and "; 0 entries (0 B) left, cap 1 B" in out
 
