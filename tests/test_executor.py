@@ -146,7 +146,7 @@ def test_malformed_check_keys_fails_when_the_executor_is_made(monkeypatch):
                                "(any case), or unset (got 'maybe')")
 
 
-@pytest.mark.parametrize("key", ["", "  ", "\t", 42, b"k"])
+@pytest.mark.parametrize("key", ["", "  ", "\t", 42, b"k", [1]])
 def test_bad_key_refused(executor, key):
     """key= that is no str with a non-blank character is a ConfigError naming the argument
     and the value (no LaunchError: nothing is launched), and nothing is compiled."""
@@ -159,7 +159,7 @@ def test_bad_key_refused(executor, key):
     assert executor.stats.misses == 0
 
 
-@pytest.mark.parametrize("key", ["", "  ", 42])
+@pytest.mark.parametrize("key", ["", "  ", 42, [1]])
 def test_bad_key_refused_by_launch_and_bind(fake_core, key):
     """launch and bind refuse the same keys with the same ConfigError, on either launch
     path, before anything reaches the driver."""
@@ -168,6 +168,17 @@ def test_bad_key_refused_by_launch_and_bind(fake_core, key):
         ex.launch(VectorAdd(), *ARGS, grid=1, block=256, key=key)
     with pytest.raises(ConfigError, match=r"^key must be a non-blank str"):
         ex.bind(VectorAdd(), grid=1, block=256, key=key)
+    assert driver.launches == [] and driver.core_calls == []
+
+
+def test_unhashable_request_refused_by_launch(fake_core):
+    """A launch whose spec is no request and cannot be hashed (a list) is a NotASpecError,
+    as ensure_module says, before anything reaches the driver."""
+    from specdsl import NotASpecError
+
+    ex, driver = fake_core
+    with pytest.raises(NotASpecError):
+        ex.launch([VectorAdd()], *ARGS, grid=1, block=256)
     assert driver.launches == [] and driver.core_calls == []
 
 

@@ -212,7 +212,9 @@ class Launcher:
         later hits need no proof; a hand-written key is proven here while checking is on.
 
         Raises:
-            LaunchError: a compile-only executor, or ``spec``/``key`` of the wrong type.
+            LaunchError: a compile-only executor, or an unhashable request.
+            ConfigError, NotASpecError: a ``key`` that is no non-blank str, or a ``spec``
+                that is no request (as ``Executor.ensure_module``).
             IncompleteKeyError, RenderError, CompileError: as ``Executor.ensure_module``.
         """
         return LastLaunch(spec, key, *self._find(spec, key))
@@ -222,7 +224,8 @@ class Launcher:
             module, proven = self._memo[(spec, key)]
         except KeyError:
             return self._remember(spec, key)
-        except TypeError:
+        except TypeError:  # unhashable: the checks ensure_module makes name which argument
+            self.modules.module_key(spec, key)
             raise LaunchError(f"spec must be a kernel spec request and key a str "
                               f"(got {type(spec).__qualname__}, {key!r})") from None
         self.hits += 1
