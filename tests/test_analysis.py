@@ -7,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import attrs
 import pytest
 
 from specdsl import render
@@ -250,6 +251,24 @@ def test_counterexample_launch_fields_stay_at_their_defaults(user_module) -> Non
     for seed in range(4):
         examples = sampled_proof(Norm, samples=60, seed=seed).counterexamples
         assert examples and all(c.first.rows == c.second.rows == 1 for c in examples), seed
+
+
+def test_counterexample_is_the_default_request_and_one_change(user_module) -> None:
+    """With no validators (draws the template renders but ptxas may refuse), each
+    counterexample's first request is the default request and its second differs from it in
+    the field named alone, over several seeds; both requests assemble with nvJitLink."""
+    from specdsl._runtime.compile import compile_ptx
+
+    Norm = _load(user_module('return f"rmsnorm-{self.hidden}"'))
+    default = Norm()
+    for seed in range(3):
+        examples = sampled_proof(Norm, samples=60, seed=seed).counterexamples
+        assert examples, seed
+        for c in examples:
+            assert c.first == default, (seed, c.first)
+            assert c.second == attrs.evolve(default, **{c.field: getattr(c.second, c.field)})
+            for request in (c.first, c.second):
+                assert compile_ptx(render(request), "sm_90").cubin[:4] == b"\x7fELF"
 
 
 def test_counterexample_launch_field_kept_when_its_default_breaks_the_pair(user_module) -> None:

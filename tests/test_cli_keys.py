@@ -222,19 +222,20 @@ def test_check_keys_json_counterexample_command_runs(capsys):
     assert main(command[1:]) == 1
 
 
-def test_check_keys_counterexample_keeps_launch_fields_at_defaults(capsys):
-    """The pair printed holds the launch field (block) at its default, 128, in both
-    requests: only the field that matters differs."""
+def test_check_keys_counterexample_is_the_default_request_and_one_change(capsys):
+    """The pair printed is the default request (the launch field block at its 128, scale at
+    its 1.0) and the same with scale at its nearest candidate, 10.0: only the field that
+    matters differs, at values its author would try (the draws were 0.0 and -1.0)."""
     code, out, _ = run(capsys, "check-keys", "handkeyed:Legacy", "--samples", "40")
     assert code == 1 and out.splitlines()[2:8] == [
         "    counterexample: key 'legacy-64' for both, different PTX for sm_90 (they differ "
         "in scale):",
-        "        handkeyed:Legacy n=64 scale=0.0 block=128",
-        "        handkeyed:Legacy n=64 scale=-1.0 block=128",
-        "        specdsl diff handkeyed:Legacy n=64 scale=0.0 block=128 -- n=64 scale=-1.0 "
+        "        handkeyed:Legacy n=64 scale=1.0 block=128",
+        "        handkeyed:Legacy n=64 scale=10.0 block=128",
+        "        specdsl diff handkeyed:Legacy n=64 scale=1.0 block=128 -- n=64 scale=10.0 "
         "block=128",
-        "        Python: Legacy(n=64, scale=0.0, block=128)",
-        "                Legacy(n=64, scale=-1.0, block=128)",
+        "        Python: Legacy(n=64, scale=1.0, block=128)",
+        "                Legacy(n=64, scale=10.0, block=128)",
     ]
 
 

@@ -177,9 +177,9 @@ def _variant(request: Any, field: str, rng: random.Random) -> Any | None:
     return None
 
 
-def _launch_default(request: Any, name: str) -> Any:
-    """The value launch field ``name`` takes when ``request``'s other fields are given and it
-    is left out (its default, or the one the class computes); ``attrs.NOTHING`` when it has
+def _field_default(request: Any, name: str) -> Any:
+    """The value field ``name`` takes when ``request``'s other fields are given and it is
+    left out (its default, or the one the class computes); ``attrs.NOTHING`` when it has
     none or that request is refused."""
     cls = type(request)
     values = {a.name: getattr(request, a.name) for a in attrs.fields(cls)
@@ -188,26 +188,67 @@ def _launch_default(request: Any, name: str) -> Any:
     return attrs.NOTHING if built is None else getattr(built, name)
 
 
-def _with_launch_defaults(example: Counterexample,
-                          ptx: Callable[[Any], str | None]) -> Counterexample:
-    """``example`` with each launch field at its default in both requests, where the two
-    requests stay valid, share the key and still render different PTX; the drawn value
-    (the same in both) stays otherwise. Launch fields never reach the PTX, so drawn ones
-    are noise in a pair meant to be pasted; the field shown differing is left alone."""
-    first, second = example.first, example.second
-    for name in spec_info(type(first)).launch:
-        value = _launch_default(first, name)
+def _toward_defaults(example: Counterexample,
+                     ptx: Callable[[Any], str | None]) -> Counterexample:
+    """``example`` moved toward the default request: each other field (launch fields
+    first, then baked ones) at its default in both requests, then the first request's value
+    of the differing field at its default (the two swapped where the second held it) and the
+    second's at the first of the field's
+    candidates (:func:`field_candidates`: values near the default first) that still differs,
+    wherever the two requests stay valid, share a key (the key follows them) and still
+    render different PTX; a drawn value stays otherwise. Drawn
+    values elsewhere are noise in a pair meant to be pasted, and can be values the template
+    renders but ptxas refuses (a spec without validators); the defaults are the request
+    its author built the kernel for."""
+    first, second, key = example.first, example.second, example.key
+
+    def holds(a: Any, b: Any) -> str | None:  # the key they share, if still a collision
+        try:
+            shared = call_key(type(a), a)
+            if call_key(type(b), b) != shared:
+                return None
+        except SpecdslError:
+            return None
+        pa, pb = ptx(a), ptx(b)
+        return shared if pa is not None and pb is not None and pa != pb else None
+
+    info = spec_info(type(first))
+    for name in (*info.launch, *info.baked):
+        value = _field_default(first, name)
         if name == example.field or value is attrs.NOTHING:
             continue
         try:
             a, b = (attrs.evolve(r, **{name: value}) for r in (first, second))
-            same_key = call_key(type(a), a) == example.key == call_key(type(b), b)
         except (SpecdslError, ValueError, TypeError):
             continue
-        pa, pb = ptx(a), ptx(b)
-        if same_key and pa is not None and pb is not None and pa != pb:
-            first, second = a, b
-    return attrs.evolve(example, first=first, second=second)
+        shared = holds(a, b)
+        if shared is not None:
+            first, second, key = a, b, shared
+    value = _field_default(first, example.field)
+    if value is not attrs.NOTHING and canonical(getattr(second, example.field)) == canonical(
+            value):
+        first, second = second, first  # the default request first
+    if value is not attrs.NOTHING:
+        try:
+            a = attrs.evolve(first, **{example.field: value})
+        except (SpecdslError, ValueError, TypeError):
+            a = first
+        shared = holds(a, second) if canonical(getattr(a, example.field)) != canonical(
+            getattr(second, example.field)) else None
+        if shared is not None:
+            first, key = a, shared
+    for value in field_candidates(type(first)).get(example.field, ()):  # nearest values first
+        try:
+            b = attrs.evolve(second, **{example.field: value})
+        except (SpecdslError, ValueError, TypeError):
+            continue
+        if canonical(getattr(b, example.field)) == canonical(getattr(first, example.field)):
+            continue
+        shared = holds(first, b)
+        if shared is not None:
+            second, key = b, shared
+            break
+    return attrs.evolve(example, key=key, first=first, second=second)
 
 
 def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
@@ -219,9 +260,10 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
     over ``fields``, by default every field the template reads) to another valid value.
     Pairs whose keys agree are rendered for ``target`` and compared. Stops after
     ``samples`` pairs or ``time_limit`` seconds; a field with a counterexample is not
-    sampled again. Deterministic for a given ``seed``. A counterexample's launch fields are
-    set back to their defaults (the same in both requests) wherever the pair still holds,
-    so that the pair printed differs only where it matters.
+    sampled again. Deterministic for a given ``seed``. A counterexample's other fields are
+    set back to their defaults (the same in both requests), and its first request's value
+    of the field to the default, wherever the pair still holds, so that the pair printed is
+    the default request and one change to it where that shows the collision.
 
     Returns:
         A :class:`Samples`. A request that cannot be rendered (a :class:`RenderError`,
@@ -271,7 +313,7 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
             skipped += 1
             continue
         if a != b:
-            found[field] = _with_launch_defaults(
+            found[field] = _toward_defaults(
                 Counterexample(key, field, first, second, target), ptx)
     return Samples(tuple(found[f] for f in order if f in found), pairs, shared, skipped,
                    failures[0] if failures else "")
