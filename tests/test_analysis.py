@@ -271,6 +271,33 @@ def test_counterexample_is_the_default_request_and_one_change(user_module) -> No
                 assert compile_ptx(render(request), "sm_90").cubin[:4] == b"\x7fELF"
 
 
+def test_counterexample_computed_default_follows_the_field(user_module) -> None:
+    """A field whose default the class computes from the differing one (block from hidden)
+    takes the default request's value in the pair printed, not one computed from a draw:
+    the first request is the default request, over several seeds."""
+    module = user_module('return "norm"', extra="""
+        import attrs
+
+        @kernel_spec(template="rmsnorm.ptx.j2", entry="rmsnorm")
+        class Computed:
+            hidden: int = baked(4096)
+            eps: float = baked(1e-5)
+            dtype: DType = baked(DType.BF16)
+            fused_residual: bool = baked(False)
+            block: int = baked(attrs.Factory(
+                lambda self: 256 if self.hidden <= 2048 else 512, takes_self=True))
+            rows: int = launch(1)
+
+            def key(self) -> str:
+                return f"norm-{self.eps!r}-{self.dtype.ptx}-{self.fused_residual}"
+        """)
+    Computed = _load(module, "Computed")
+    for seed in range(4):
+        examples = sampled_proof(Computed, samples=60, seed=seed).counterexamples
+        hidden = [c for c in examples if c.field == "hidden"]
+        assert hidden and hidden[0].first == Computed(), (seed, hidden[0].first)
+
+
 def test_counterexample_launch_field_kept_when_its_default_breaks_the_pair(user_module) -> None:
     """Where the default of a launch field would give the two requests different keys, the
     drawn value stays (the same in both) and the pair still shares a key."""

@@ -188,18 +188,18 @@ def _field_default(request: Any, name: str) -> Any:
     return attrs.NOTHING if built is None else getattr(built, name)
 
 
-def _toward_defaults(example: Counterexample,
-                     ptx: Callable[[Any], str | None]) -> Counterexample:
-    """``example`` moved toward the default request: each other field (launch fields
-    first, then baked ones) at its default in both requests, then the first request's value
-    of the differing field at its default (the two swapped where the second held it) and the
-    second's at the first of the field's
-    candidates (:func:`field_candidates`: values near the default first) that still differs,
-    wherever the two requests stay valid, share a key (the key follows them) and still
-    render different PTX; a drawn value stays otherwise. Drawn
-    values elsewhere are noise in a pair meant to be pasted, and can be values the template
-    renders but ptxas refuses (a spec without validators); the defaults are the request
-    its author built the kernel for."""
+def _toward_defaults(example: Counterexample, ptx: Callable[[Any], str | None],
+                     deadline: float) -> Counterexample:
+    """``example`` moved toward the default request, one step at a time, each kept only
+    where the two requests stay valid, share a key (the key follows them) and still render
+    different PTX: the first request's value of the differing field at its default (the two
+    swapped where the second held it); each other field (launch fields first, then baked
+    ones) at its default in both, computed defaults following the field's default; the
+    second request's value at the first of the field's candidates (:func:`field_candidates`:
+    values near the default first) that differs. Drawn values elsewhere are noise in a pair
+    meant to be pasted; the default request is the one its author built the kernel for.
+    Stops where ``deadline`` (``time.monotonic()``) has passed."""
+    field = example.field
     first, second, key = example.first, example.second, example.key
 
     def holds(a: Any, b: Any) -> str | None:  # the key they share, if still a collision
@@ -212,40 +212,35 @@ def _toward_defaults(example: Counterexample,
         pa, pb = ptx(a), ptx(b)
         return shared if pa is not None and pb is not None and pa != pb else None
 
-    info = spec_info(type(first))
-    for name in (*info.launch, *info.baked):
+    def evolved(request: Any, name: str, value: Any) -> Any | None:
+        try:
+            return attrs.evolve(request, **{name: value})
+        except (SpecdslError, ValueError, TypeError):
+            return None
+
+    def differ(a: Any, b: Any) -> bool:
+        return bool(canonical(getattr(a, field)) != canonical(getattr(b, field)))
+
+    default = _field_default(first, field)
+    if default is not attrs.NOTHING:
+        moved = evolved(first, field, default)
+        if moved is not None and not differ(moved, second):
+            first, second = second, first  # the second is the default request's value
+        elif moved is not None and (shared := holds(moved, second)) is not None:
+            first, key = moved, shared
+    for name in (*spec_info(type(first)).launch, *spec_info(type(first)).baked):
         value = _field_default(first, name)
-        if name == example.field or value is attrs.NOTHING:
+        if name == field or value is attrs.NOTHING or time.monotonic() > deadline:
             continue
-        try:
-            a, b = (attrs.evolve(r, **{name: value}) for r in (first, second))
-        except (SpecdslError, ValueError, TypeError):
-            continue
-        shared = holds(a, b)
-        if shared is not None:
+        a, b = evolved(first, name, value), evolved(second, name, value)
+        if a is not None and b is not None and (shared := holds(a, b)) is not None:
             first, second, key = a, b, shared
-    value = _field_default(first, example.field)
-    if value is not attrs.NOTHING and canonical(getattr(second, example.field)) == canonical(
-            value):
-        first, second = second, first  # the default request first
-    if value is not attrs.NOTHING:
-        try:
-            a = attrs.evolve(first, **{example.field: value})
-        except (SpecdslError, ValueError, TypeError):
-            a = first
-        shared = holds(a, second) if canonical(getattr(a, example.field)) != canonical(
-            getattr(second, example.field)) else None
-        if shared is not None:
-            first, key = a, shared
-    for value in field_candidates(type(first)).get(example.field, ()):  # nearest values first
-        try:
-            b = attrs.evolve(second, **{example.field: value})
-        except (SpecdslError, ValueError, TypeError):
-            continue
-        if canonical(getattr(b, example.field)) == canonical(getattr(first, example.field)):
-            continue
-        shared = holds(first, b)
-        if shared is not None:
+    cls: Any = type(first)  # a spec class, hashable (functools.cache)
+    for value in field_candidates(cls).get(field, ()):  # nearest values first
+        if time.monotonic() > deadline:
+            break
+        b = evolved(second, field, value)
+        if b is not None and differ(first, b) and (shared := holds(first, b)) is not None:
             second, key = b, shared
             break
     return attrs.evolve(example, key=key, first=first, second=second)
@@ -314,6 +309,6 @@ def sampled_proof(cls: type, *, samples: int = 200, seed: int = 0,
             continue
         if a != b:
             found[field] = _toward_defaults(
-                Counterexample(key, field, first, second, target), ptx)
+                Counterexample(key, field, first, second, target), ptx, deadline)
     return Samples(tuple(found[f] for f in order if f in found), pairs, shared, skipped,
                    failures[0] if failures else "")
