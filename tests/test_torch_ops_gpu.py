@@ -114,8 +114,10 @@ def test_softmax_keeps_exponentials_where_rows_are_few(dtype, monkeypatch):
     monkeypatch.undo()
     launched.clear()
     monkeypatch.setattr(_runtime, "launch", recording)
-    sd.softmax(randn(8 * _runtime.sm_count(x.device.index or 0) + 1, cols, dtype=dtype), 0.5)
-    assert [request.keep_exponentials for request in launched] == [False]
+    limit = 8 * _runtime.sm_count(x.device.index or 0)
+    for rows in (limit, limit + 1):
+        sd.softmax(randn(rows, cols, dtype=dtype), 0.5)
+    assert [request.keep_exponentials for request in launched] == [True, False]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

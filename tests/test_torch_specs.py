@@ -79,6 +79,16 @@ def test_softmax_keeps_exponentials(cols, dtype, rows, sm_count, split, l2_evict
     """The op keeps exponentials where the kernel's suggested_keep_exponentials says so."""
     assert specs.softmax_keeps_exponentials(cols, dtype, rows, sm_count, split,
                                             l2_evict_last) is kept
-    many = specs.softmax_keeps_exponentials(8192, torch.bfloat16, 2 * 10**9, 132, 1, False)
-    assert many is False and specs._keeps.cache_info().currsize <= specs._KEPT
+
+
+def test_softmax_keeps_exponentials_caches_no_row_count():
+    """Row counts within the limit share one cached answer, and counts past it need none:
+    varying batch sizes add no cache entries."""
+    specs.softmax_keeps_exponentials(6144, torch.float16, 1, 132, 1, False)
+    before = specs._keeps.cache_info()
+    for rows in (2, 17, 256, 1056, 1057, 10**9):
+        specs.softmax_keeps_exponentials(6144, torch.float16, rows, 132, 1, False)
+    after = specs._keeps.cache_info()
+    assert after.currsize == before.currsize and after.misses == before.misses
+    assert after.hits == before.hits + 4  # 2 to 1056 rows; past the limit, no lookup
 

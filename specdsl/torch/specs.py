@@ -91,18 +91,19 @@ def softmax_keeps_exponentials(cols: int, dtype: torch.dtype, rows: int, sm_coun
                                split: int, l2_evict_last: bool) -> bool:
     """Whether :func:`softmax` keeps each exponential in a register for ``rows`` rows, as
     :func:`~specdsl.kernels.softmax.suggested_keep_exponentials` says (few rows a SM of the
-    device's ``sm_count``, one CTA a row, registers enough). Cached: rows beyond the limit
-    all give False, so the key space stays small."""
-    limit = KEPT_EXPONENTIALS_ROWS_PER_SM * sm_count
-    return _keeps(cols, dtype, min(rows, limit + 1), sm_count, split, l2_evict_last)
+    device's ``sm_count``, one CTA a row, registers enough). Cached by whether the rows are
+    within the limit, not by the row count, so the key space stays small."""
+    few = 0 < rows <= KEPT_EXPONENTIALS_ROWS_PER_SM * sm_count
+    return few and _keeps(cols, dtype, sm_count, split, l2_evict_last)
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def _keeps(cols: int, dtype: torch.dtype, rows: int, sm_count: int, split: int,
+def _keeps(cols: int, dtype: torch.dtype, sm_count: int, split: int,
            l2_evict_last: bool) -> bool:
-    if sm_count < 1 or rows < 1 or dtype not in DTYPES:
+    """:func:`softmax_keeps_exponentials` for rows within the limit (one row stands for all)."""
+    if sm_count < 1 or dtype not in DTYPES:
         return False
-    return suggested_keep_exponentials(cols, dtype_of(dtype), rows, sm_count, split=split,
+    return suggested_keep_exponentials(cols, dtype_of(dtype), 1, sm_count, split=split,
                                        l2_evict_last=l2_evict_last)
 
 
