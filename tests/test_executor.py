@@ -164,8 +164,9 @@ def test_bad_key_refused_by_launch_and_bind(fake_core, key):
     """launch and bind refuse the same keys with the same ConfigError, on either launch
     path, before anything reaches the driver."""
     ex, driver = fake_core
-    with pytest.raises(ConfigError, match=r"^key must be a non-blank str"):
+    with pytest.raises(ConfigError, match=r"^key must be a non-blank str") as info:
         ex.launch(VectorAdd(), *ARGS, grid=1, block=256, key=key)
+    assert info.value.__context__ is None  # no "during handling of ..." in the traceback
     with pytest.raises(ConfigError, match=r"^key must be a non-blank str"):
         ex.bind(VectorAdd(), grid=1, block=256, key=key)
     assert driver.launches == [] and driver.core_calls == []

@@ -221,13 +221,17 @@ class Launcher:
 
     def _find(self, spec: Any, key: str | None) -> tuple[Module, bool]:
         try:
-            module, proven = self._memo[(spec, key)]
-        except KeyError:
-            return self._remember(spec, key)
-        except TypeError:  # unhashable: the checks ensure_module makes name which argument
+            found = self._memo.get((spec, key))
+            hashable = True
+        except TypeError:
+            found, hashable = None, False
+        if not hashable:  # ensure_module's checks name the argument, else say it here
             self.modules.module_key(spec, key)
             raise LaunchError(f"spec must be a kernel spec request and key a str "
-                              f"(got {type(spec).__qualname__}, {key!r})") from None
+                              f"(got {type(spec).__qualname__}, {key!r})")
+        if found is None:  # raised outside an except block: a clean traceback
+            return self._remember(spec, key)
+        module, proven = found
         self.hits += 1
         if not proven and checking_enabled() and not proof_suspended():
             return self._remember(spec, key)
