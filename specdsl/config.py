@@ -78,15 +78,16 @@ def parse_size(name: str, text: str) -> int | None:
     return int(match[1]) * _UNITS[(match[2] or "").lower()]
 
 
-#: A unit-less cap below this many bytes is refused (:func:`parse_cap`): the smallest cubin
-#: nvJitLink writes is several KiB, so such a cap would empty the cache at every check.
-SMALLEST_BARE_CAP = 1024
+#: A unit-less cap below this many bytes (1 MiB) is refused (:func:`parse_cap`): a cubin
+#: takes several KiB or more, so such a cap holds a handful of modules at most and empties
+#: the cache at almost every check; digits that small were meant with a unit (4 as 4G).
+SMALLEST_BARE_CAP = 1 << 20
 
 
 def parse_cap(name: str, text: str) -> int | None:
     """:func:`parse_size`, for a cache's size cap: digits with no unit below
-    :data:`SMALLEST_BARE_CAP` (``4``, meant as ``4G``) are refused, as no module fits them;
-    a unit says bytes were meant (``100B``, ``1K``).
+    :data:`SMALLEST_BARE_CAP` (``4``, meant as ``4G``; ``4096``, meant as ``4096M``) are
+    refused; a unit says such a size was meant (``100B``, ``512K``).
 
     Raises:
         ConfigError: what :func:`parse_size` refuses, or such a bare number.
@@ -94,9 +95,9 @@ def parse_cap(name: str, text: str) -> int | None:
     size = parse_size(name, text)
     word = text.strip()
     if size is not None and size < SMALLEST_BARE_CAP and word.isdigit():
-        raise ConfigError(f"{name}={word} is {size} bytes, less than one cached module: give "
-                          f"a unit, such as {word}G or {word}M (or {word}B for bytes), or "
-                          f"off/0/none for no limit")
+        raise ConfigError(f"{name}={word} is {size} bytes, under 1 MiB, which holds a "
+                          f"handful of cached modules at most: give a unit, such as {word}G or "
+                          f"{word}M (or {word}B if bytes are meant), or off/0/none for no limit")
     return size
 
 
@@ -201,8 +202,8 @@ class Knobs:
         doc="The disk cache's size cap. Past it, the entries read least recently are removed "
             "(checked on a process's first write and every 64th after, and by specdsl cache "
             "prune). Digits with an optional K, M, G or T suffix (powers of 1024); off, 0 or "
-            "none: no cap. Digits alone below 1024 are refused (4 is 4 bytes: did you mean "
-            "4G?); 100B says bytes.")
+            "none: no cap. Digits alone below 1048576 (1 MiB) are refused (4 is 4 bytes: "
+            "4G was meant); a unit says a small size is meant (512K, 100B).")
     check_keys: Knob[bool | None] = Knob(
         "SPECDSL_CHECK_KEYS", parse_switch, lambda: None,
         type="switch", default_text="on, off under python -O",

@@ -83,22 +83,23 @@ def test_bad_size_is_a_config_error(text):
         parse_size("SPECDSL_CACHE_MAX_BYTES", text)
 
 
-@pytest.mark.parametrize("text", ["4", "1", "1023", " 16 "])
-def test_a_bare_cap_below_a_module_is_refused(monkeypatch, text):
-    """SPECDSL_CACHE_MAX_BYTES=4 (meant as 4G) would empty the cache at every check: refused,
-    naming the variable, the bytes and the units to give; a unit says bytes were meant."""
+@pytest.mark.parametrize("text", ["4", "1", "4096", "1048575", " 16 "])
+def test_a_bare_cap_under_a_mebibyte_is_refused(monkeypatch, text):
+    """SPECDSL_CACHE_MAX_BYTES=4 (meant as 4G) would empty the cache at every check: digits
+    alone under 1 MiB are refused, naming the variable, the bytes and the units to give."""
     monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", text)
     word = text.strip()
     with pytest.raises(ConfigError, match=re.escape(
-            f"SPECDSL_CACHE_MAX_BYTES={word} is {int(word)} bytes, less than one cached "
-            f"module: give a unit, such as {word}G or {word}M (or {word}B for bytes), or "
-            f"off/0/none for no limit")):
+            f"SPECDSL_CACHE_MAX_BYTES={word} is {int(word)} bytes, under 1 MiB, which holds a "
+            f"handful of cached modules at most: give a unit, such as {word}G or {word}M (or "
+            f"{word}B if bytes are meant), or off/0/none for no limit")):
         _ = knobs.cache_max_bytes
 
 
-@pytest.mark.parametrize("text, size", [("1024", 1024), ("4B", 4), ("1K", 1024), ("0", None)])
-def test_caps_with_units_or_of_a_module_are_taken(monkeypatch, text, size):
-    """1024 and up, any size with a unit, and the off words are taken as before."""
+@pytest.mark.parametrize("text, size", [("1048576", 1 << 20), ("4B", 4), ("16K", 16 << 10),
+                                        ("0", None)])
+def test_caps_with_units_or_of_a_mebibyte_are_taken(monkeypatch, text, size):
+    """Digits from 1 MiB up, any size with a unit, and the off words are taken as before."""
     monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", text)
     assert knobs.cache_max_bytes == size
 
