@@ -90,6 +90,13 @@ def _output_positions(q_at: int, mode: str) -> tuple[int, ...]:
     return (q_at,) if mode == "static" else (q_at, q_at + 1)
 
 
+def _static(scale: Any, mode: str) -> Any:
+    """The scale tensor for the torch version: the static scale (an input), or None where
+    the slot holds the scales the kernel computes (an output the torch version must not
+    read)."""
+    return scale if mode == "static" else None
+
+
 def _picked_outputs(q: Any, scale: Any, mode: str) -> tuple:
     """The outputs a case checks: the codes, and the scales unless they are the input."""
     return (q,) if mode == "static" else (q, scale)
@@ -176,7 +183,8 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
                      series=f"hidden={hidden} {mode}{fields_label(fields, dtype)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
-                     torch_args=lambda inputs: (*inputs[:-2], inputs[-1]), expected=expected,
+                     torch_args=lambda inputs: (*inputs[:-2], _static(inputs[-1], mode)),
+                     expected=expected,
                      peers={"unfused": unfused}, outputs=outputs,
                      tolerance=rmsnorm_quant_module.example(spec, np.random.default_rng(0),
                                                             rows=2).tolerance)
@@ -210,7 +218,7 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
     return BenchCase(spec=spec, kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
-                     torch_args=lambda inputs: (inputs[0], inputs[2]), expected=expected,
+                     torch_args=lambda inputs: (inputs[0], _static(inputs[2], mode)), expected=expected,
                      peers={"unfused": unfused}, outputs=outputs,
                      tolerance=silu_mul_quant_module.example(spec, np.random.default_rng(0),
                                                              tokens=2).tolerance)

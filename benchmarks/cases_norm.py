@@ -6,7 +6,8 @@ without the fused residual add and for Softmax; Softmax also at cols 32768 and 1
 kernel, and with ``split=suggested_split(cols, "bf16", tokens)`` (a cluster of CTAs a row
 for few long rows; the shape label then says ``split=``) and ``keep_exponentials`` where
 ``suggested_keep_exponentials`` says so (up to 8 rows an SM: the label says
-``keep_exponentials=True``), as ``specdsl.torch.softmax`` chooses both. Peers: Liger-Kernel's RMSNorm,
+``keep_exponentials=True``), as ``specdsl.torch.softmax`` chooses both, for an H200's 132 SMs
+(both functions' default ``sm_count``; the torch op asks the device). Peers: Liger-Kernel's RMSNorm,
 fused add RMSNorm and Softmax (``liger_peers.py``).
 """
 

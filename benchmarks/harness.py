@@ -27,8 +27,9 @@ allocator, by every implementation alike: the peers and torch allocate theirs, a
 (:attr:`BenchCase.outputs`, and the same-size copy's destination) are made the same way,
 as ``specdsl.torch`` makes them. The allocator hands the same blocks back call after call,
 so at small shapes an output stays in L2 between calls; outputs kept one per input set
-instead cost specdsl 0.3 to 0.6 us a call at 256 tokens by graph replay (their dirty lines
-written back during later calls; H200, 2026-12-02) and put peers under a same-size copy.
+instead cost specdsl 0.3 to 0.5 us a call at 256 tokens by graph replay (their dirty lines
+written back during later calls; H200, 2026-12-02, ``output_allocation.py``) and put peers
+under a same-size copy.
 In-place outputs (the residual, RoPE's q and k) stay in their rotating input sets.
 """
 

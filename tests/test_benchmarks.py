@@ -512,6 +512,21 @@ def test_outputs_name_what_specdsl_only_writes(cpu_torch):
         read = case.torch_args(inputs)
         for i in positions - set(case.outputs):
             assert any(inputs[i] is t for t in read), (case.shape, i)
+        for i in case.outputs:  # an input would reach the kernel uninitialized
+            assert not any(inputs[i] is t for t in read), (case.shape, i)
+
+
+def test_output_allocation_study_shares_the_first_sets_outputs():
+    """output_allocation.py's "one output for all calls" puts the first set's outputs (the
+    case's ``outputs``) in every set and leaves the inputs each set's own; every case it
+    times names its outputs."""
+    import output_allocation
+
+    studied = output_allocation.cases(None)
+    assert len(studied) == 10 and all(case.outputs for case in studied)
+    sets = [("x0", "r0", "y0"), ("x1", "r1", "y1")]
+    assert output_allocation.one_output_for_all(sets, (2,)) == [("x0", "r0", "y0"),
+                                                                ("x1", "r1", "y0")]
 
 
 def test_fresh_outputs_replaces_only_the_named_positions(cpu_torch):

@@ -49,7 +49,7 @@ __all__ = ["Softmax", "reference", "example", "suggested_split", "suggested_keep
 #: :func:`suggested_keep_exponentials` keeps the exponentials of at most this many rows an
 #: SM (1056 on an H200's 132). Measured on the H200 (``benchmarks/variants.py
 #: softmax-kept-rows``, two runs, 2026-12-02; bf16 cols 2048 to 8192, f16 8192, f32 4096 and
-#: 16384): from 64 to 1056 rows 1.003x to 1.094x by events and 1.042x to 1.101x by CUDA-graph
+#: 16384): from 64 to 1056 rows 1.003x to 1.094x by events and 1.031x to 1.101x by CUDA-graph
 #: replay, but 64 rows of 2048 (0.95x by graph replay, 1.00x to 1.02x by events); at 2112 rows
 #: 0.995x to 1.046x; at 16384 rows 0.99x to 1.01x (docs/kernels/softmax.md, "How many rows").
 KEPT_EXPONENTIALS_ROWS_PER_SM = 8
