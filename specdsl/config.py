@@ -95,9 +95,11 @@ def parse_cap(name: str, text: str) -> int | None:
     size = parse_size(name, text)
     word = text.strip()
     if size is not None and size < SMALLEST_BARE_CAP and word.isdigit():
+        big, small = ("G", "M") if size < 1024 else ("M", "K")  # 4: 4G; 4096: 4096M
         raise ConfigError(f"{name}={word} is {size} bytes, under 1 MiB, which holds a "
-                          f"handful of cached modules at most: give a unit, such as {word}G or "
-                          f"{word}M (or {word}B if bytes are meant), or off/0/none for no limit")
+                          f"handful of cached modules at most: give a unit, such as {word}{big} "
+                          f"or {word}{small} (or {word}B if bytes are meant), or off/0/none for "
+                          f"no limit")
     return size
 
 

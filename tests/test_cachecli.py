@@ -67,9 +67,32 @@ def test_clear(capsys, warm):
 def test_prune_to_max_bytes(capsys, warm):
     """prune --max-bytes removes entries until the rest fit."""
     code, out, _ = run(capsys, "cache", "prune", "--max-bytes", "8K", "--dir", str(warm))
-    left = int(re.search(r"; (\d+) entries", out).group(1))
+    left = int(re.search(r"; (\d+) entr(?:y|ies) ", out).group(1))
     assert code == 0 and left < 4 and out.rstrip().endswith("cap 8.0 KiB")
     assert sum(p.stat().st_size for p in warm.rglob("*") if p.is_file()) <= 8 << 10
+
+
+@pytest.mark.parametrize("value", ["4", "512", "1048575"])
+def test_a_bare_max_bytes_under_a_mebibyte_is_refused(capsys, warm, value):
+    """cache prune --max-bytes 4 (meant as 4G) would empty the cache: a usage error that
+    names the units to give and 'cache clear', and every entry is kept."""
+    code, out, err = run(capsys, "cache", "prune", "--max-bytes", value, "--dir", str(warm))
+    big, small = ("G", "M") if int(value) < 1024 else ("M", "K")
+    assert (code, out) == (2, "")
+    assert err == (f"specdsl cache prune: error: argument --max-bytes: {value} is {value} "
+                   f"bytes, under 1 MiB, which holds a handful of cached modules at most: give "
+                   f"a unit, such as {value}{big} or {value}{small} (or {value}B if bytes are "
+                   f"meant), or off/0/none for no limit; to remove every entry, use 'cache "
+                   f"clear'\n")
+    assert len([p for p in warm.rglob("*") if p.is_file()]) == 4
+
+
+def test_cache_dir_option_expands_home(capsys, monkeypatch, tmp_path):
+    """--dir=~/folder (which the shell leaves alone after '=') names the folder under the
+    home directory, as SPECDSL_CACHE_DIR and cache_dir= do."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, _ = run(capsys, "cache", "info", "--dir=~/specdsl-cache")
+    assert code == 0 and out.startswith(f"location   {tmp_path}/specdsl-cache (not created yet)")
 
 
 def test_prune_to_the_environment_cap(capsys, warm, monkeypatch):
@@ -79,7 +102,7 @@ def test_prune_to_the_environment_cap(capsys, warm, monkeypatch):
     assert code == 0 and "; 0 entries (0 B) left, cap 1 B" in out
 
 
-@pytest.mark.parametrize("argv", [["clear"], ["prune", "--max-bytes", "1"]])
+@pytest.mark.parametrize("argv", [["clear"], ["prune", "--max-bytes", "1B"]])
 def test_entries_that_cannot_be_removed_are_an_error(capsys, argv):
     """clear, or prune down to 1 byte, on a cache whose folders have mode 0500: the summary,
     then one error line naming the folder, the count and the OS error, and exit 2."""
@@ -165,7 +188,8 @@ def test_folder_of_another_user_is_refused(capsys, warm, monkeypatch):
 
 
 @pytest.mark.parametrize("size, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"),
-                                        (5 << 20, "5.0 MiB"), (3 << 40, "3072.0 GiB")])
+                                        (5 << 20, "5.0 MiB"), (3 << 40, "3.0 TiB"),
+                                        (5000 << 40, "5000.0 TiB")])
 def test_format_size(size, text):
     """Sizes print in B, KiB, MiB or GiB."""
     assert format_size(size) == text

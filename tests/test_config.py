@@ -89,10 +89,11 @@ def test_a_bare_cap_under_a_mebibyte_is_refused(monkeypatch, text):
     alone under 1 MiB are refused, naming the variable, the bytes and the units to give."""
     monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", text)
     word = text.strip()
+    big, small = ("G", "M") if int(word) < 1024 else ("M", "K")  # 4: 4G; 4096: 4096M
     with pytest.raises(ConfigError, match=re.escape(
             f"SPECDSL_CACHE_MAX_BYTES={word} is {int(word)} bytes, under 1 MiB, which holds a "
-            f"handful of cached modules at most: give a unit, such as {word}G or {word}M (or "
-            f"{word}B if bytes are meant), or off/0/none for no limit")):
+            f"handful of cached modules at most: give a unit, such as {word}{big} or "
+            f"{word}{small} (or {word}B if bytes are meant), or off/0/none for no limit")):
         _ = knobs.cache_max_bytes
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._base import eviction
 from .._base.cachedir import prepare_folder
-from ..config import Knobs, knobs, parse_size
+from ..config import Knobs, knobs, parse_cap, parse_size
 from ..errors import CacheDirError, ConfigError
 from .folders import folder_argument
 
@@ -22,16 +22,22 @@ __all__ = ["add_arguments", "command_cache", "format_size"]
 
 
 def format_size(size: int) -> str:
-    """``size`` bytes for people: ``"812 B"``, ``"40.3 KiB"``, ``"1.0 GiB"``."""
+    """``size`` bytes for people: ``"812 B"``, ``"40.3 KiB"``, ``"1.0 GiB"``, ``"4.0 TiB"``."""
     value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
             return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 
 
 def _cap(text: str) -> int:
+    try:
+        parse_cap("--max-bytes", text)  # digits alone under 1 MiB: meant with a unit
+    except ConfigError as exc:
+        if "under 1 MiB" in str(exc):  # 4, meant as 4G, would empty the cache
+            raise argparse.ArgumentTypeError(str(exc).replace("--max-bytes=", "", 1) + (
+                "; to remove every entry, use 'cache clear'")) from None
     try:
         size = parse_size("--max-bytes", text)
     except ConfigError:
@@ -45,8 +51,8 @@ def _cap(text: str) -> int:
     return size
 
 
-def _folder_path(text: str) -> Path:
-    return Path(folder_argument(text))
+def _folder_path(text: str) -> Path:  # ~ expanded, as SPECDSL_CACHE_DIR and cache_dir= are
+    return Path(folder_argument(text)).expanduser()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,7 +123,8 @@ def _toolchain() -> str:
 
 
 #: How a count of more than one entry of a kind reads ("2 cubins"; PTX and facts stay).
-_PLURALS = {"cubin": "cubins", "compiled template": "compiled templates"}
+_PLURALS = {"cubin": "cubins", "compiled template": "compiled templates", "entry": "entries",
+            "file": "files"}
 
 
 def _count(n: int, kind: str) -> str:
@@ -129,7 +136,7 @@ def _info(root: Path, exists: bool) -> None:
     cap = knobs.cache_max_bytes
     print(f"location   {root}{'' if exists else ' (not created yet)'}")
     if usage is not None:
-        print(f"size       {format_size(usage.bytes)} in {usage.entries} entries "
+        print(f"size       {format_size(usage.bytes)} in {_count(usage.entries, 'entry')} "
               f"(cap {format_size(cap) if cap is not None else 'none'})")
         order = [*eviction.KINDS.values(), "other"]
         kinds = ", ".join(_count(usage.kinds[kind], kind) for kind in order if kind in usage.kinds)
@@ -137,7 +144,7 @@ def _info(root: Path, exists: bool) -> None:
         if "other" in usage.kinds:
             print("           (other: never read: an older specdsl's entries or damaged "
                   "ones, which clear removes, or files not specdsl's, which it keeps)")
-        print(f"temp       {usage.temp_files} files ({format_size(usage.temp_bytes)})")
+        print(f"temp       {_count(usage.temp_files, 'file')} ({format_size(usage.temp_bytes)})")
     print(f"toolchain  {_toolchain()}")
 
 
@@ -174,8 +181,8 @@ def command_cache(args: argparse.Namespace) -> int:
         print(f"{root}: no cache folder yet, nothing to remove")
         return 0
     done = eviction.prune(root, cap)
-    print(f"removed {done.entries} entries ({format_size(done.bytes)}) from {root}; "
-          f"{done.left_entries} entries ({format_size(done.left_bytes)}) left"
+    print(f"removed {_count(done.entries, 'entry')} ({format_size(done.bytes)}) from {root}; "
+          f"{_count(done.left_entries, 'entry')} ({format_size(done.left_bytes)}) left"
           + (f", cap {format_size(cap)}" if args.action == "prune" else ""))
     if done.failed:  # a read-only disk or folder: not done, whatever the summary counts
         raise CacheDirError(f"could not remove {done.failed} "
