@@ -144,6 +144,11 @@ def test_malformed_module_name_is_one_plain_line(capsys, name):
     (["render", "SM_90", "rmsnorm"], "; a target is given as --target sm_90"),
     (["key", "sm_90a", "rmsnorm"], "; a target is given as --target sm_90a"),
     (["verify", "sm_90", "rmsnorm"], "; a target is given as --target sm_90"),
+    (["render", "rmsnorm", "hidden=4096", "sm_90"],  # a target where a field goes
+     "expected field=value (got 'sm_90'); a target is given as --target sm_90"),
+    # render takes one request: '--' would merge a second into it
+    (["render", "vectoradd", "dtype=f16", "--", "dtype=f32"],
+     "'--' separates two requests in specdsl diff only"),
     (["render", "vectoradd", "dtype=bf16", "--target", "sm_80"], "needs sm_90 or newer"),
     (["render", "rmsnorm", "hidden=4096", "l2_evict_last=y"], "RMSNorm.l2_evict_last must be "
      "a bool: true or false (or 1/0, yes/no, on/off, in any case; got 'y')"),
@@ -155,9 +160,28 @@ def test_errors_are_one_line(capsys, argv, message):
     assert message in assert_one_error_line(err, f"specdsl {argv[0]}: error: ")
 
 
+def test_an_option_before_the_command_is_named(capsys):
+    """specdsl --target sm_90 key vectoradd: the option's value is not taken for a COMMAND
+    ("invalid choice: 'sm_90'"); the error says options go after the COMMAND."""
+    code, out, err = run(capsys, "--target", "sm_90", "key", "vectoradd")
+    assert (code, out) == (2, "")
+    assert err == ("specdsl: error: --target sm_90 comes before the COMMAND: options go after "
+                   "it (specdsl COMMAND --target sm_90 ...)\n")
+
+
+@pytest.mark.parametrize("words", [["--target", "sm_90a"], ["--target=sm_90a"]])
+def test_diff_target_among_b_words_is_bs(capsys, words):
+    """diff vectoradd -- --target sm_90a compares sm_90 (A) with sm_90a (B), as --target-b
+    does; it compared sm_90a with itself."""
+    code, out, _ = run(capsys, "diff", "vectoradd", "--", *words)
+    lines = out.splitlines()
+    assert code == 1 and lines[0].endswith("(vectoradd dtype=f32 block=256, sm_90)")
+    assert lines[1].endswith("(vectoradd dtype=f32 block=256, sm_90a)")
+
+
 @pytest.mark.parametrize("argv", [
     ["render", "fp8quant", "--target", "sm_89"],
-    ["diff", "fp8quant", "hidden=4096", "--", "hidden=8192", "--target", "sm_89"],
+    ["diff", "fp8quant", "hidden=4096", "--target", "sm_89", "--", "hidden=8192"],
 ])
 def test_a_request_the_target_cannot_run_is_named_in_cli_words(capsys, argv):
     """The refused request reads as the words that would ask for it again, not a Python repr."""

@@ -339,3 +339,31 @@ def test_warning_option_for_specdsl_categories_works(tmp_path, how):
     assert f"specdsl key: error: cannot import module {name!r}: UnreadFieldWarning: " in (
         done.stderr)
     assert "Traceback" not in done.stderr
+
+
+def test_check_keys_names_a_builtin_where_a_module_goes(capsys):
+    """check-keys rmsnorm (a built-in spec's name) points to its module and class."""
+    code, out, err = run(capsys, "check-keys", "rmsnorm")
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith("; 'rmsnorm' is a built-in spec: its module is specdsl.kernels "
+                                 "(specdsl.kernels:RMSNorm)")
+
+
+def test_check_keys_suggests_the_file_with_py(capsys, tmp_path):
+    """A file named without its .py is suggested with it."""
+    _unread_module(tmp_path)
+    stem = next(tmp_path.glob("unread_*.py")).with_suffix("")
+    code, _, err = run(capsys, "check-keys", str(stem))
+    assert code == 2 and err.rstrip().endswith(
+        f"cannot import {str(stem)!r}: no such file; did you mean '{stem}.py'?")
+
+
+def test_check_keys_lists_the_classes_of_a_module_without_the_one_named(capsys, tmp_path,
+                                                                          monkeypatch):
+    """MODULE:Nope, with nothing close to Nope, lists the module's spec classes."""
+    name = _unread_module(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, _, err = run(capsys, "check-keys", f"{name}:Nope")
+    assert code == 2 and err.rstrip().endswith(f"module {name!r} has no 'Nope' (its spec "
+                                               f"classes: Unread)")

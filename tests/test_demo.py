@@ -19,7 +19,9 @@ def test_run_without_gpu_is_one_line_and_exit_2(capsys):
     assert main(["run"]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specdsl run: error: no CUDA device 0")
+    assert len(lines) == 1 and lines[0].startswith(
+        ("specdsl run: error: no CUDA device 0", "specdsl run: error: no CUDA driver on this "
+         "machine (for device 0)"))
     assert captured.out == ""
 
 
@@ -115,3 +117,30 @@ def test_run_prints_a_row_per_kernel_and_fails_on_one(capsys, monkeypatch):
     assert rows["Loose"].split()[-1] == "FAIL" and "vectoradd dtype=f16 block=256" in rows["Loose"]
     assert err == "1/3 passed on device 0 (sm_90)\n"
     assert [run.passed for run in runs] == [True, False, False]
+
+
+def test_a_missing_driver_is_named_as_such(monkeypatch):
+    """cuda.pathfinder's DynamicLibNotFoundError (no libcuda at all) is "no CUDA driver on
+    this machine", not "no CUDA device 0"; other failures keep naming the device."""
+    import cuda.core
+
+    from specdsl import LaunchError
+    from specdsl._runtime.driver import CudaDriver
+
+    class DynamicLibNotFoundError(RuntimeError):
+        pass
+
+    def missing(ordinal):
+        raise DynamicLibNotFoundError('"cuda" is an NVIDIA driver library')
+
+    monkeypatch.setattr(cuda.core, "Device", missing)
+    with pytest.raises(LaunchError, match=r'^no CUDA driver on this machine \(for device 3\): '
+                                          r'"cuda" is an NVIDIA driver library$'):
+        CudaDriver().open_device(3)
+
+    def absent(ordinal):
+        raise ValueError("device ordinal 3 is out of range")
+
+    monkeypatch.setattr(cuda.core, "Device", absent)
+    with pytest.raises(LaunchError, match=r"^no CUDA device 3: device ordinal 3 is out of range$"):
+        CudaDriver().open_device(3)

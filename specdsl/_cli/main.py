@@ -233,9 +233,22 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         UsageError: an unknown option or verb, a bad option value, a missing SPEC.
     """
     verb_at = next((i for i, word in enumerate(argv) if not word.startswith("-")), None)
-    if verb_at is not None and argv[verb_at] == "diff" and "--" in argv[verb_at:]:
+    verbs = _subcommands(parser).choices
+    if verb_at is not None and "--" in argv[verb_at:]:
+        if argv[verb_at] != "diff":  # argparse would drop it, merging two requests into one
+            raise UsageError(f"{parser.prog} {argv[verb_at]}",
+                             "'--' separates two requests in specdsl diff only")
         argv = list(argv)
-        argv[argv.index("--", verb_at)] = B_WORDS
+        split = argv.index("--", verb_at)
+        argv[split] = B_WORDS
+        for i in range(split + 1, len(argv)):  # a --target among B's words is B's target
+            if argv[i] == "--target" or argv[i].startswith("--target="):
+                argv[i] = "--target-b" + argv[i][len("--target"):]
+    if verb_at and argv[verb_at] not in verbs and argv[verb_at - 1].startswith("-"):
+        option = argv[verb_at - 1]  # specdsl --target sm_90 key ...: an option's value
+        raise UsageError(parser.prog, f"{option} {argv[verb_at]} comes before the COMMAND: "
+                                      f"options go after it (specdsl COMMAND {option} "
+                                      f"{argv[verb_at]} ...)")
     try:
         args, extras = parser.parse_known_args(argv)
     except UsageError:
@@ -244,7 +257,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         if verb_at is None and unknown:
             raise UsageError(parser.prog, f"unrecognized arguments: {' '.join(unknown)} (and "
                                           f"no COMMAND: give one of "
-                                          f"{', '.join(_subcommands(parser).choices)})") from None
+                                          f"{', '.join(verbs)})") from None
         raise
     unknown = [word for word in extras if word.startswith("-") and word != B_WORDS]
     verb_parser = getattr(args, "verb_parser", parser)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import ast
 import importlib.machinery
 import os
-import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .._review.requests import builtin_specs
+from .._review.requests import builtin_specs, target_hint
 from .._spec.decorator import did_you_mean, is_spec
 from ..errors import SpecError
 from .user_modules import is_file_name, load_module
@@ -19,7 +18,6 @@ from .working_folder import in_working_folder
 
 __all__ = ["resolve_spec", "spec_classes", "declared_specs"]
 
-_TARGET_SHAPE = re.compile(r"sm_\d+[a-z]?")
 
 
 def resolve_spec(name: str) -> type:
@@ -43,7 +41,7 @@ def resolve_spec(name: str) -> type:
             raise SpecError(f"unknown spec {name!r}: name a class in a file after a colon, "
                             f"as 'path/file.py:ClassName'{_class_hint(name)}")
         if cls is None:
-            hint = (_class_hint(name) or _target_hint(name)
+            hint = (_class_hint(name) or target_hint(name)
                     or did_you_mean([name.lower()], sorted(builtin)))
             raise SpecError(f"unknown spec {name!r}: built-in specs are "
                             f"{', '.join(sorted(builtin))}, or give 'package.module:ClassName'"
@@ -60,26 +58,28 @@ def resolve_spec(name: str) -> type:
             within = ".".join(parts[:i] + [""])  # "" or "Outer."
             classes = [within + n for n, v in getattr(owner, "__dict__", {}).items()
                        if isinstance(v, type) and (is_spec(v) or i < len(parts) - 1)]
-            raise SpecError(f"module {module_name!r} has no {qualname!r}"
-                            f"{did_you_mean(['.'.join(parts[:i + 1])], classes)}")
+            hint = did_you_mean(['.'.join(parts[:i + 1])], classes) or (
+                f" (its spec classes: {', '.join(sorted(classes))})" if classes else "")
+            raise SpecError(f"module {module_name!r} has no {qualname!r}{hint}")
     if not (isinstance(obj, type) and is_spec(obj)):
         raise SpecError(f"{name!r} is not a @kernel_spec class")
     return obj
+
+
+def _builtin_hint(name: str) -> str:
+    """``"; 'rmsnorm' is a built-in spec: its module is specdsl.kernels ..."`` for a built-in
+    spec's name where a module goes (``check-keys rmsnorm``), or ``""``."""
+    cls = builtin_specs().get(name.lower())
+    if cls is None:
+        return ""
+    return (f"; {name!r} is a built-in spec: its module is specdsl.kernels "
+            f"(specdsl.kernels:{cls.__qualname__})")
 
 
 def names_a_spec(word: str) -> bool:
     """Whether a word among field words names a spec (a built-in name, ``MODULE:Class``):
     a second request, not a malformed field word."""
     return "=" not in word and (word.lower() in builtin_specs() or ":" in word)
-
-
-def _target_hint(name: str) -> str:
-    """``"; a target is given as --target sm_80a"`` for a name shaped like a compile target
-    (``render sm_90 rmsnorm``), which is no spec; ``""`` otherwise. The shape is enough: a
-    malformed target (``sm_80a``) is what --target itself explains."""
-    if _TARGET_SHAPE.fullmatch(name.lower()):
-        return f"; a target is given as --target {name.lower()}"
-    return ""
 
 
 def _class_hint(name: str) -> str:
@@ -189,7 +189,7 @@ def spec_classes(names: Iterable[str]) -> list[type]:
             try:
                 module = load_module(name)
             except SpecError as exc:  # mykernels.Scale: did you mean 'mykernels:Scale'?
-                hint = "" if is_file_name(name) else _colon_hint(name)
+                hint = "" if is_file_name(name) else (_colon_hint(name) or _builtin_hint(name))
                 if not hint:
                     raise
                 raise SpecError(f"{exc}{hint}") from None

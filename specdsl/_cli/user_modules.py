@@ -83,7 +83,9 @@ def _load_file(name: str) -> types.ModuleType:
         raise SpecError(f"cannot import {name!r}: that is a folder, not a Python file (name "
                         "a file such as path/file.py, or a package by its module name)")
     if not path.is_file():
-        raise SpecError(f"cannot import {name!r}: no such file")
+        with_py = f"{name}.py"
+        hint = f"; did you mean {with_py!r}?" if Path(with_py).is_file() else ""
+        raise SpecError(f"cannot import {name!r}: no such file{hint}")
     resolved = path.resolve()  # what the file is; named by where it is named (a symlink's)
     given = Path(os.path.abspath(path))
     stem = given.stem

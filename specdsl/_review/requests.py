@@ -10,6 +10,7 @@ request round-trip: ``parse_request(cls, format_request(r).split()[1:]) == r``.
 from __future__ import annotations
 
 import enum
+import re
 import shlex
 import types
 import typing
@@ -21,12 +22,26 @@ from .._spec.decorator import did_you_mean, spec_info
 from .._spec.fields import role_of
 from ..errors import SpecArgumentError, SpecError
 
-__all__ = ["builtin_specs", "spec_name", "MODULE_FILES", "parse_assignments", "build_request",
-           "parse_request", "format_value", "format_request"]
+__all__ = ["builtin_specs", "spec_name", "target_hint", "MODULE_FILES", "parse_assignments",
+           "build_request", "parse_request", "format_value", "format_request"]
 
 #: ``{module name: the path it was named by}`` for user modules imported from a file (the
 #: command line's module loader fills it), so that their classes are named by that file.
 MODULE_FILES: dict[str, str] = {}
+
+
+#: A word shaped like a compile target (``sm_90``, ``sm_90a``).
+_TARGET_SHAPE = re.compile(r"sm_\d+[a-z]?")
+
+
+def target_hint(word: str) -> str:
+    """``"; a target is given as --target sm_80a"`` for a word shaped like a compile target
+    where a spec or a field goes (``render sm_90 rmsnorm``, ``render rmsnorm sm_90``);
+    ``""`` otherwise. The shape is enough: a malformed target (``sm_80a``) is what --target
+    itself explains."""
+    if _TARGET_SHAPE.fullmatch(word.lower()):
+        return f"; a target is given as --target {word.lower()}"
+    return ""
 
 
 def builtin_specs() -> dict[str, type]:
@@ -117,7 +132,9 @@ def parse_assignments(cls: type, assignments: list[str]) -> dict[str, Any]:
         name, sep, text = item.partition("=")
         name = name.strip()
         if not sep or not name:
-            raise SpecError(f"expected field=value (got {item!r})")
+            hint = target_hint(item) or ("; '--' separates two requests in specdsl diff only"
+                                         if item == "--" else "")
+            raise SpecError(f"expected field=value (got {item!r}){hint}")
         if name not in fields:
             names = info.baked + info.launch
             raise SpecArgumentError(f"{cls.__qualname__} has no field {name!r} (fields: "

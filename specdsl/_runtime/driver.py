@@ -139,6 +139,9 @@ class CudaDriver:
             stream = device.default_stream
             major, minor = device.compute_capability
         except Exception as exc:  # no libcuda, no device, driver too old
+            if type(exc).__name__ == "DynamicLibNotFoundError":  # cuda.pathfinder's: no libcuda
+                raise LaunchError(f"no CUDA driver on this machine (for device {ordinal}): "
+                                  f"{exc}") from None
             raise LaunchError(f"no CUDA device {ordinal}: {exc}") from None
         self._device_type, self._stream_type, self._config_type = Device, Stream, LaunchConfig
         self.core_launch, self.launch_kernel = launch, driver.cuLaunchKernel
