@@ -103,9 +103,11 @@ def parse_cap(name: str, text: str) -> int | None:
     return size
 
 
-def parse_folder(name: str, text: str) -> Path | None:
+def parse_folder(name: str, text: str,
+                 default: str = "unset for the default folder") -> Path | None:
     """A folder (``~`` expanded), or ``None`` for an off word (``off``, ``0``, ``false``,
-    ``no``, ``none``).
+    ``no``, ``none``). ``default`` says how the default folder is asked for where ``name``
+    is given (a variable is unset; an argument is None).
 
     Raises:
         ConfigError: a switch-on word (``1``, ``true``, ``yes``, ``on``): a switch typed
@@ -116,7 +118,7 @@ def parse_folder(name: str, text: str) -> Path | None:
         return None
     if word in ON:  # "1" or "yes" is a switch typed where a folder was meant
         raise ConfigError(f"{name} must name a folder, or be off/0/false/no/none to turn the "
-                          f"disk cache off, or unset for the default folder (got {text!r})")
+                          f"disk cache off, or {default} (got {text!r})")
     return Path(text.strip()).expanduser()
 
 
@@ -240,17 +242,29 @@ PREFIX = "SPECDSL_"
 _warned: set[str] = set()
 
 
+#: A word in a ``SPECDSL_CACHE_*`` name and the variable it means: the spelling alone can be
+#: closer to the other one (``SPECDSL_CACHE_SIZE`` is nearer ``SPECDSL_CACHE_DIR``).
+_CACHE_WORDS = {"SIZE": "SPECDSL_CACHE_MAX_BYTES", "LIMIT": "SPECDSL_CACHE_MAX_BYTES",
+                "CAP": "SPECDSL_CACHE_MAX_BYTES", "BYTES": "SPECDSL_CACHE_MAX_BYTES",
+                "MAX": "SPECDSL_CACHE_MAX_BYTES", "DIRECTORY": "SPECDSL_CACHE_DIR",
+                "FOLDER": "SPECDSL_CACHE_DIR", "PATH": "SPECDSL_CACHE_DIR"}
+
+
 def unknown_variables() -> dict[str, str]:
     """``{name: the variable it misspells}`` for each ``SPECDSL_*`` variable set in the
     environment that specdsl does not read but that is close to one it does
-    (``SPECDSL_CACHE_DIRECTORY``: ``SPECDSL_CACHE_DIR``). Names close to none are left
-    alone: a tool of the user's own may read them (the test suite's
+    (``SPECDSL_CACHE_DIRECTORY``: ``SPECDSL_CACHE_DIR``; a ``SPECDSL_CACHE_*`` name by what
+    its words mean, ``SPECDSL_CACHE_SIZE``: ``SPECDSL_CACHE_MAX_BYTES``). Names close to none
+    are left alone: a tool of the user's own may read them (the test suite's
     ``SPECDSL_UPDATE_GOLDEN``)."""
     known = [knob.name for knob in variables()]
     found = {}
     for name in sorted(os.environ):
         if name.startswith(PREFIX) and name not in known:
             closest = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            if closest and name.startswith(f"{PREFIX}CACHE_"):
+                meant = [_CACHE_WORDS[w] for w in name.split("_")[2:] if w in _CACHE_WORDS]
+                closest = meant[:1] or closest
             if closest:
                 found[name] = closest[0]
     return found

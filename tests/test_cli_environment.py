@@ -94,6 +94,9 @@ def test_library_warnings_keep_pythons_display(capsys):
 
 
 @pytest.mark.parametrize("variable, known", [("SPECDSL_CACHE_DIRECTORY", "SPECDSL_CACHE_DIR"),
+                                             # nearer CACHE_DIR by spelling; SIZE means the cap
+                                             ("SPECDSL_CACHE_SIZE", "SPECDSL_CACHE_MAX_BYTES"),
+                                             ("SPECDSL_CACHE_LIMIT", "SPECDSL_CACHE_MAX_BYTES"),
                                              ("SPECDSL_CHECK_KEY", "SPECDSL_CHECK_KEYS"),
                                              ("SPECDSL_PURE_PYHTON", "SPECDSL_PURE_PYTHON")])
 def test_a_misspelt_variable_is_named_once(tmp_path, monkeypatch, variable, known):

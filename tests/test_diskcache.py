@@ -587,3 +587,14 @@ def test_disk_key_holds_the_full_toolchain_version(tmp_path, monkeypatch):
     monkeypatch.setattr(builds_module, "toolchain_version", lambda: "13.5.38 cuda_13.5.next")
     reader = _executor(tmp_path)
     assert not reader.ensure_module(VectorAdd()).from_disk
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "on"])
+def test_a_switch_for_cache_dir_names_none_not_unset(value):
+    """cache_dir="yes" (a switch where a folder goes) is refused in an argument's words: None
+    for SPECDSL_CACHE_DIR or the default folder, not the variable's "unset"."""
+    with pytest.raises(ConfigError) as info:
+        _executor(value)
+    assert str(info.value) == ("cache_dir must name a folder, or be off/0/false/no/none to turn "
+                               "the disk cache off, or None for SPECDSL_CACHE_DIR or the default "
+                               f"folder (got {value!r})")

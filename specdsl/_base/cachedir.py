@@ -55,7 +55,8 @@ def resolve_cache_dir(cache_dir: str | os.PathLike[str] | None) -> Path | None:
             raise ConfigError(f"cache_dir must name a folder ('.' for the working folder), "
                               f"be \"off\", or be None for {ENV_VAR} or the default folder "
                               f"(got {text!r}, an empty name)")
-        path = parse_folder("cache_dir", text) if isinstance(cache_dir, str) \
+        path = parse_folder("cache_dir", text, f"None for {ENV_VAR} or the default folder") \
+            if isinstance(cache_dir, str) \
             else Path(text).expanduser()
     # absolute(), not resolve(): a link stays a link, for prepare_folder's lstat to refuse
     return None if path is None else path.absolute()
