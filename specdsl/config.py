@@ -29,8 +29,8 @@ from typing import Generic, TypeVar, overload
 from .errors import ConfigError, UnknownVariableWarning
 
 __all__ = ["knobs", "Knobs", "Knob", "variables", "parse_switch", "parse_size", "parse_cap",
-           "parse_folder", "unknown_variables", "warn_unknown_variables", "OFF", "ON",
-           "DEFAULT_CACHE_MAX_BYTES", "SMALLEST_BARE_CAP"]
+           "bare_cap_problem", "parse_folder", "unknown_variables", "warn_unknown_variables",
+           "OFF", "ON", "DEFAULT_CACHE_MAX_BYTES", "SMALLEST_BARE_CAP"]
 
 T = TypeVar("T")
 
@@ -87,20 +87,30 @@ SMALLEST_BARE_CAP = 1 << 20
 def parse_cap(name: str, text: str) -> int | None:
     """:func:`parse_size`, for a cache's size cap: digits with no unit below
     :data:`SMALLEST_BARE_CAP` (``4``, meant as ``4G``; ``4096``, meant as ``4096M``) are
-    refused; a unit says such a size was meant (``100B``, ``512K``).
+    refused (:func:`bare_cap_problem`); a unit says such a size was meant (``100B``,
+    ``512K``).
 
     Raises:
         ConfigError: what :func:`parse_size` refuses, or such a bare number.
     """
     size = parse_size(name, text)
-    word = text.strip()
-    if size is not None and size < SMALLEST_BARE_CAP and word.isdigit():
-        big, small = ("G", "M") if size < 1024 else ("M", "K")  # 4: 4G; 4096: 4096M
-        raise ConfigError(f"{name}={word} is {size} bytes, under 1 MiB, which holds a "
-                          f"handful of cached modules at most: give a unit, such as {word}{big} "
-                          f"or {word}{small} (or {word}B if bytes are meant), or off/0/none for "
-                          f"no limit")
+    problem = bare_cap_problem(text, size)
+    if problem is not None:
+        raise ConfigError(f"{name}={problem}")
     return size
+
+
+def bare_cap_problem(text: str, size: int | None) -> str | None:
+    """What is wrong with ``text``, a cap :func:`parse_size` read as ``size`` bytes, when it
+    is digits alone below :data:`SMALLEST_BARE_CAP` (``"4 is 4 bytes, under 1 MiB, ..."``,
+    with the units to give); ``None`` for any other cap."""
+    word = text.strip()
+    if size is None or size >= SMALLEST_BARE_CAP or not word.isdigit():
+        return None
+    big, small = ("G", "M") if size < 1024 else ("M", "K")  # 4: 4G; 4096: 4096M
+    return (f"{word} is {size} bytes, under 1 MiB, which holds a handful of cached modules "
+            f"at most: give a unit, such as {word}{big} or {word}{small} (or {word}B if bytes "
+            f"are meant), or off/0/none for no limit")
 
 
 def parse_folder(name: str, text: str,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._base import eviction
 from .._base.cachedir import prepare_folder
-from ..config import Knobs, knobs, parse_cap, parse_size
+from ..config import Knobs, bare_cap_problem, knobs, parse_size
 from ..errors import CacheDirError, ConfigError
 from .folders import folder_argument
 
@@ -33,18 +33,15 @@ def format_size(size: int) -> str:
 
 def _cap(text: str) -> int:
     try:
-        parse_cap("--max-bytes", text)  # digits alone under 1 MiB: meant with a unit
-    except ConfigError as exc:
-        if "under 1 MiB" in str(exc):  # 4, meant as 4G, would empty the cache
-            raise argparse.ArgumentTypeError(str(exc).replace("--max-bytes=", "", 1) + (
-                "; to remove every entry, use 'cache clear'")) from None
-    try:
         size = parse_size("--max-bytes", text)
     except ConfigError:
         size, off = None, ""
     else:  # parse_size's None is an off word: no cap in SPECDSL_CACHE_MAX_BYTES, so say so
         off = ("; 0, off and none mean no cap in SPECDSL_CACHE_MAX_BYTES: to remove every "
                "entry, use 'cache clear'") if size is None else ""
+    problem = bare_cap_problem(text, size)  # 4, meant as 4G, would empty the cache
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}; to remove every entry, use 'cache clear'")
     if size is None:
         raise argparse.ArgumentTypeError(f"must be a size in bytes such as 1073741824, 512M "
                                          f"or 4G (got {text!r}){off}")
@@ -185,7 +182,6 @@ def command_cache(args: argparse.Namespace) -> int:
           f"{_count(done.left_entries, 'entry')} ({format_size(done.left_bytes)}) left"
           + (f", cap {format_size(cap)}" if args.action == "prune" else ""))
     if done.failed:  # a read-only disk or folder: not done, whatever the summary counts
-        raise CacheDirError(f"could not remove {done.failed} "
-                            f"{'entry' if done.failed == 1 else 'entries'} from the cache "
+        raise CacheDirError(f"could not remove {_count(done.failed, 'entry')} from the cache "
                             f"folder {str(root)!r}: {done.error}")
     return 0

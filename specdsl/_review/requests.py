@@ -132,9 +132,7 @@ def parse_assignments(cls: type, assignments: list[str]) -> dict[str, Any]:
         name, sep, text = item.partition("=")
         name = name.strip()
         if not sep or not name:
-            hint = target_hint(item) or ("; '--' separates two requests in specdsl diff only"
-                                         if item == "--" else "")
-            raise SpecError(f"expected field=value (got {item!r}){hint}")
+            raise SpecError(f"expected field=value (got {item!r}){target_hint(item)}")
         if name not in fields:
             names = info.baked + info.launch
             raise SpecArgumentError(f"{cls.__qualname__} has no field {name!r} (fields: "

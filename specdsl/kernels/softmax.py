@@ -314,6 +314,15 @@ class Softmax:
         return rows * (self.cols * self.dtype.size + again)
 
 
+def _positive_ints(function: str, **values: Any) -> None:
+    """Refuse, naming ``function`` and the argument, any of ``values`` that is no positive
+    int (a bool neither)."""
+    for name, value in values.items():
+        if type(value) is not int or value < 1:
+            raise SpecError(f"{function}: {name} = {value!r} is invalid: expected a positive "
+                            f"int")
+
+
 def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 132) -> int:
     """The ``split`` to use for ``rows`` rows of ``cols``: a cluster a row when rows are few.
 
@@ -339,10 +348,7 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
     if dtype not in FLOAT_DTYPES:
         raise SpecError(f"suggested_split: dtype = {dtype} is invalid: Softmax takes f32, "
                         f"f16 or bf16")
-    for name, value in (("cols", cols), ("rows", rows), ("sm_count", sm_count)):
-        if type(value) is not int or value < 1:
-            raise SpecError(f"suggested_split: {name} = {value!r} is invalid: expected a "
-                            f"positive int")
+    _positive_ints("suggested_split", cols=cols, rows=rows, sm_count=sm_count)
     lanes = vector_elements(cols, dtype)
     vectors, most = cols // lanes, most_vectors_per_thread(lanes, dtype)
     if vectors <= 256 * most:
@@ -370,10 +376,7 @@ def suggested_keep_exponentials(cols: int, dtype: DType | str, rows: int,
     Raises:
         SpecError: ``rows`` or ``sm_count`` is not a positive int.
     """
-    for name, value in (("rows", rows), ("sm_count", sm_count)):
-        if type(value) is not int or value < 1:
-            raise SpecError(f"suggested_keep_exponentials: {name} = {value!r} is invalid: "
-                            f"expected a positive int")
+    _positive_ints("suggested_keep_exponentials", rows=rows, sm_count=sm_count)
     if split != 1 or rows > KEPT_EXPONENTIALS_ROWS_PER_SM * sm_count:
         return False
     try:

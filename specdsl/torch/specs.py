@@ -100,8 +100,9 @@ def softmax_keeps_exponentials(cols: int, dtype: torch.dtype, rows: int, sm_coun
 @functools.lru_cache(maxsize=_KEPT)
 def _keeps(cols: int, dtype: torch.dtype, sm_count: int, split: int,
            l2_evict_last: bool) -> bool:
-    """:func:`softmax_keeps_exponentials` for rows within the limit (one row stands for all)."""
-    if sm_count < 1 or dtype not in DTYPES:
+    """:func:`softmax_keeps_exponentials` for rows within the limit (one row stands for all;
+    ``sm_count`` is positive there)."""
+    if dtype not in DTYPES:
         return False
     return suggested_keep_exponentials(cols, dtype_of(dtype), 1, sm_count, split=split,
                                        l2_evict_last=l2_evict_last)
