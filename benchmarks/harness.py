@@ -49,7 +49,8 @@ from specdsl.review import format_request
 __all__ = ["BenchCase", "Impl", "Launcher", "Unavailable", "IMPLS", "from_bits", "to_bits",
            "row_picks", "host", "clone_inputs", "describe_error", "implementations",
            "check_impl", "check_all", "measure_case", "device_times", "graph_seconds",
-           "copy_bandwidth", "fields_label", "fresh_outputs", "torch_dtype"]
+           "copy_bandwidth", "fields_label", "events_and_graph", "fresh_outputs",
+           "torch_dtype"]
 
 #: Inputs of all rotated sets together are at least this many bytes (H200 L2: 60 MB).
 ROTATE_BYTES = 256 * 2**20
@@ -153,6 +154,15 @@ class Launcher:
         """Launch ``spec`` with ``args`` in ``.param`` order (torch tensors, NumPy scalars)."""
         self.executor.launch(spec, *args, grid=grid, block=block,
                              stream=self.torch.cuda.current_stream())
+
+
+def events_and_graph(timed: dict) -> str:
+    """A timing record (``event_us``, and ``graph_us`` where the case took graph replay) as
+    table text: ``"4.51 (1.61)"``, ``"132.02"``, or ``"-"`` without one."""
+    if "event_us" not in timed:
+        return "-"
+    graph = timed.get("graph_us")
+    return f"{timed['event_us']:.2f}" + (f" ({graph:.2f})" if graph is not None else "")
 
 
 def fresh_outputs(torch: Any, inputs: tuple, positions: tuple[int, ...]) -> tuple:

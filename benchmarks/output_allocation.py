@@ -59,11 +59,6 @@ def one_output_for_all(sets: list[tuple], positions: tuple[int, ...]) -> list[tu
             for s in sets]
 
 
-def _both(timed: dict) -> str:
-    graph = timed.get("graph_us")
-    return f"{timed['event_us']:.2f}" + (f" ({graph:.2f})" if graph is not None else "")
-
-
 def measure(torch: Any, case: harness.BenchCase, launcher: harness.Launcher) -> str:
     """One table row for ``case``: events (graph replay) in us for each way."""
     sets = harness._input_sets(case, case.make_inputs())
@@ -71,7 +66,7 @@ def measure(torch: Any, case: harness.BenchCase, launcher: harness.Launcher) -> 
     shared = one_output_for_all(sets, case.outputs)
 
     def time(fn: Any, n: int = count) -> str:
-        return _both(harness._time(torch, fn, n, LAUNCHES, graph))
+        return harness.events_and_graph(harness._time(torch, fn, n, LAUNCHES, graph))
 
     cells = [time(lambda i: case.run_specdsl(launcher, sets[i])),
              time(lambda i: case.run_specdsl(launcher, shared[i])),

@@ -45,7 +45,15 @@ import cases_fused  # noqa: E402  (benchmarks/ is on sys.path)
 import cases_norm  # noqa: E402
 import cases_pointwise  # noqa: E402
 import numpy as np  # noqa: E402
-from harness import BenchCase, Launcher, copy_bandwidth, host, implementations, measure_case  # noqa: E402
+from harness import (  # noqa: E402
+    BenchCase,
+    Launcher,
+    copy_bandwidth,
+    events_and_graph,
+    host,
+    implementations,
+    measure_case,
+)
 
 from specdsl.kernels import RMSNorm, Softmax  # noqa: E402
 
@@ -471,12 +479,6 @@ def row_cells(record: dict, copy: float) -> str:
         entry = impls.get(name, {})
         return f"{entry[key]:.2f}" if key in entry else "-"
 
-    def both(entry: dict) -> str:  # events, and graph replay where the case took it
-        if "event_us" not in entry:
-            return "-"
-        graph = entry.get("graph_us")
-        return f"{entry['event_us']:.2f}" + (f" ({graph:.2f})" if graph is not None else "")
-
     shape = f"tokens={record['tokens']} {record['series']}{record['detail']}"
     mine = impls["specdsl"]
     if "event_us" not in mine:
@@ -485,9 +487,9 @@ def row_cells(record: dict, copy: float) -> str:
     seconds = mine["event_us"] * 1e-6
     return (f"{record['kernel']} | {shape} | {mine['event_us']:.2f} | {us('specdsl', 'graph_us')} "
             f"| {record['bytes_moved'] / seconds / copy * 100:.1f} | "
-            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {both(same)} | "
-            f"{both(impls.get('liger', {}))} | {both(impls.get('compile', {}))} | "
-            f"{record.get('request', '')} |")
+            f"{same['event_us'] / mine['event_us'] * 100:.1f} | {events_and_graph(same)} | "
+            f"{events_and_graph(impls.get('liger', {}))} | "
+            f"{events_and_graph(impls.get('compile', {}))} | {record.get('request', '')} |")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ import specdsl.torch as sd  # noqa: E402
 from specdsl import SpecError  # noqa: E402
 from specdsl.kernels import softmax as softmax_kernel  # noqa: E402
 from specdsl.kernels.case import relative_error  # noqa: E402
-from specdsl.torch import _runtime, specs  # noqa: E402
+from specdsl.torch import specs  # noqa: E402
+from torchlaunches import record_launches  # noqa: E402
 
 MODES = ("dynamic", "static", "group")
 #: The ops that take the argument: RMSNorm, Softmax and the RMSNorm FP8 epilogues.
@@ -188,19 +189,6 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8)
 
 
-def _launched(monkeypatch) -> list:
-    """The requests launched from now on, in order."""
-    requests = []
-    real = _runtime.launch
-
-    def recording(plan, *args, **kwargs):
-        requests.append(plan.spec)
-        return real(plan, *args, **kwargs)
-
-    monkeypatch.setattr(_runtime, "launch", recording)
-    return requests
-
-
 #: The names of :func:`_gpu_calls`: each public function, one op called directly.
 GPU_CALLS = ("rms_norm", "fused_add_rms_norm", "softmax", "rms_norm op",
              *[f"{base} {mode}" for base in ("rms_norm_quant", "fused_add_rms_norm_quant")
@@ -238,7 +226,7 @@ def test_the_policy_reaches_the_launch_and_changes_no_bit(monkeypatch, dtype, na
     """With ``l2_evict_last=True`` the call launches the default call's request with the
     field set, and writes the same bits (outputs and in-place updates)."""
     call, inputs = _gpu_calls(dtype)[name]
-    launched = _launched(monkeypatch)
+    launched = record_launches(monkeypatch)
     plain_inputs, kept_inputs = [t.clone() for t in inputs], [t.clone() for t in inputs]
     plain, kept = call(plain_inputs, False), call(kept_inputs, True)
     default, policy = launched
@@ -252,7 +240,7 @@ def test_softmax_with_the_policy_never_splits_a_row(monkeypatch):
     """Two rows of 32768: the default call shares each row over a cluster; with the policy,
     one CTA a row, within the kernels' tolerance of float64."""
     x = _randn(2, 32768, dtype=torch.bfloat16, seed=3)
-    launched = _launched(monkeypatch)
+    launched = record_launches(monkeypatch)
     sd.softmax(x, 0.5)
     y = sd.softmax(x, 0.5, l2_evict_last=True)
     assert [(r.split, r.l2_evict_last) for r in launched] == [(launched[0].split, False),
@@ -271,7 +259,7 @@ def test_compile_passes_the_policy(monkeypatch):
     torch._dynamo.reset()
     compiled = torch.compile(lambda a, w: sd.rms_norm(a, w, 1e-5, l2_evict_last=True),
                              fullgraph=True)
-    launched = _launched(monkeypatch)
+    launched = record_launches(monkeypatch)
     got = compiled(x, weight)
     assert [r.l2_evict_last for r in launched] == [True]
     assert torch.equal(_bits(got), _bits(expected))

@@ -25,6 +25,7 @@ from specdsl.kernels import (  # noqa: E402
 from specdsl.kernels.case import relative_error  # noqa: E402
 from specdsl.kernels.rmsnorm import TOLERANCE as _BY_DTYPE  # noqa: E402
 from specdsl.torch import specs  # noqa: E402
+from torchlaunches import record_launches  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -93,27 +94,19 @@ def test_softmax_keeps_exponentials_where_rows_are_few(dtype, monkeypatch):
     bits the default request gives; 8 rows an SM and one more launch the default."""
     from specdsl.torch import _runtime, _softmax, _validate
 
-    launched: list = []
-    real = _runtime.launch
-
-    def recording(plan, *args, **kwargs):
-        launched.append(plan.spec)
-        return real(plan, *args, **kwargs)
-
-    monkeypatch.setattr(_runtime, "launch", recording)
+    launched = record_launches(monkeypatch)
     cols = 4096 if dtype == torch.float32 else 8192
     x = randn(256, cols, dtype=dtype, scale=2.0, seed=7)
     kept = sd.softmax(x, 0.5)
-    monkeypatch.setattr(_softmax, "_PLANS", _validate.Plans())  # plan the same call again
-    monkeypatch.setattr(specs, "softmax_keeps_exponentials", lambda *args: False)
-    twice = sd.softmax(x, 0.5)
+    with monkeypatch.context() as forced:  # plan the same call again, not kept
+        forced.setattr(_softmax, "_PLANS", _validate.Plans())
+        forced.setattr(specs, "softmax_keeps_exponentials", lambda *args: False)
+        twice = sd.softmax(x, 0.5)
     assert [request.keep_exponentials for request in launched] == [True, False]
     assert torch.equal(kept.view(torch.uint8), twice.view(torch.uint8))
     reference = softmax.reference(f64(x), 0.5)
     assert _error(kept, reference) <= TOLERANCE[dtype]
-    monkeypatch.undo()
     launched.clear()
-    monkeypatch.setattr(_runtime, "launch", recording)
     limit = 8 * _runtime.sm_count(x.device.index or 0)
     for rows in (limit, limit + 1):
         sd.softmax(randn(rows, cols, dtype=dtype), 0.5)
