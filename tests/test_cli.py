@@ -309,6 +309,16 @@ def test_interrupt_is_one_line_and_status_130(capsys, monkeypatch):
     assert run(capsys, "key", "vectoradd") == (130, "", "specdsl key: interrupted\n")
 
 
+def test_render_out_expands_home(capsys, tmp_path, monkeypatch):
+    """render --out=~/ptx (which the shell leaves alone after '=') writes under the home
+    directory, as cache --dir and SPECDSL_CACHE_DIR read ~, not into a folder named '~'."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = run(capsys, "render", "vectoradd", "--out=~/ptx")
+    assert code == 0 and list((tmp_path / "home" / "ptx").iterdir())
+    assert not (tmp_path / "~").exists()
+
+
 def test_render_out_onto_a_file_is_refused(capsys, tmp_path):
     """render --out naming an existing file: one line, exit 2, the file untouched."""
     target = tmp_path / "taken.ptx"

@@ -48,8 +48,8 @@ def _cap(text: str) -> int:
     return size
 
 
-def _folder_path(text: str) -> Path:  # ~ expanded, as SPECDSL_CACHE_DIR and cache_dir= are
-    return Path(folder_argument(text)).expanduser()
+def _folder_path(text: str) -> Path:
+    return Path(folder_argument(text))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
