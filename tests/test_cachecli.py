@@ -41,6 +41,16 @@ def test_info(capsys, warm):
                         r"Jinja \S+; Python \S+", lines[4])
 
 
+def test_info_counts_only_specdsls_temp_files(capsys, warm):
+    """A file in tmp/ not named as specdsl's writers name theirs is not counted as a write in
+    flight; info says it is there and kept."""
+    (warm / "tmp" / "notes.txt").write_text("mine")
+    (warm / "tmp" / "entry-x1").write_bytes(b"12345")
+    code, out, _ = run(capsys, "cache", "info", "--dir", str(warm))
+    assert code == 0
+    assert out.splitlines()[3] == "temp       1 file (5 B); 1 file in tmp/ not specdsl's, kept"
+
+
 def test_info_follows_the_environment(capsys, warm, monkeypatch):
     """Without --dir, info shows SPECDSL_CACHE_DIR and SPECDSL_CACHE_MAX_BYTES."""
     monkeypatch.setenv("SPECDSL_CACHE_DIR", str(warm))
@@ -116,8 +126,8 @@ def test_entries_that_cannot_be_removed_are_an_error(capsys, argv):
     assert (code, left) == (2, 2)
     assert re.fullmatch(rf"removed 0 entries \(0 B\) from {folder}; 2 entries \(\d+\.\d KiB\) "
                         rf"left(, cap 1 B)?\n", out)
-    assert re.fullmatch(rf"specdsl cache: error: could not remove 2 entries from the cache "
-                        rf"folder '{folder}': \[Errno 13\] Permission denied: "
+    assert re.fullmatch(rf"specdsl cache {argv[0]}: error: could not remove 2 entries from "
+                        rf"the cache folder '{folder}': \[Errno 13\] Permission denied: "
                         rf"'{folder}/entries/.+'\n", err)
 
 
@@ -158,7 +168,7 @@ def test_max_bytes_is_prune_only(capsys, warm, action, before):
     words = [action, "--max-bytes", "5G"] if not before else ["--max-bytes", "5G", action]
     code, out, err = run(capsys, "cache", *words, "--dir", str(warm))
     assert (code, out) == (2, "")
-    assert err == (f"specdsl cache: error: --max-bytes is an option of 'cache prune' only "
+    assert err == (f"specdsl cache {action}: error: --max-bytes is an option of 'cache prune' only "
                    f"('cache {action}' takes --dir DIR)\n")
     assert len([p for p in warm.rglob("*") if p.is_file()]) == 4
 
@@ -168,7 +178,7 @@ def test_cache_off_is_one_error_line(capsys, monkeypatch):
     monkeypatch.setenv("SPECDSL_CACHE_DIR", "off")
     code, out, err = run(capsys, "cache", "info")
     assert code == 2 and out == ""
-    assert err == ("specdsl cache: error: the disk cache is off (SPECDSL_CACHE_DIR=off); "
+    assert err == ("specdsl cache info: error: the disk cache is off (SPECDSL_CACHE_DIR=off); "
                    "name a folder with --dir\n")
 
 
@@ -176,7 +186,8 @@ def test_bad_environment_is_one_error_line(capsys, monkeypatch, tmp_path):
     """A malformed SPECDSL_CACHE_MAX_BYTES: one error line naming it, exit 2."""
     monkeypatch.setenv("SPECDSL_CACHE_MAX_BYTES", "huge")
     code, _, err = run(capsys, "cache", "prune", "--dir", str(tmp_path))
-    assert code == 2 and err.startswith("specdsl cache: error: SPECDSL_CACHE_MAX_BYTES must be")
+    assert code == 2
+    assert err.startswith("specdsl cache prune: error: SPECDSL_CACHE_MAX_BYTES must be")
 
 
 def test_folder_of_another_user_is_refused(capsys, warm, monkeypatch):

@@ -35,7 +35,8 @@ def test_malformed_variable_is_one_error_line_in_every_verb(capsys, monkeypatch,
     monkeypatch.setenv(variable, value)
     code = main(argv)
     out, err = capsys.readouterr()
-    line = assert_one_error_line(err, f"specdsl {argv[0]}: error: ")
+    verb = " ".join(argv[:2]) if argv[0] == "cache" else argv[0]  # "cache prune": its action
+    line = assert_one_error_line(err, f"specdsl {verb}: error: ")
     assert code == 2 and out == "" and message in line and repr(value) in line
 
 
@@ -64,7 +65,7 @@ def test_cache_verb_names_the_same_problem(tmp_path):
     path.write_text("x")
     done = _specdsl("cache", "info", cache=path)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == (f"specdsl cache: error: specdsl cache folder {str(path)!r} is not "
+    assert done.stderr == (f"specdsl cache info: error: specdsl cache folder {str(path)!r} is not "
                            f"a folder\n")
 
 

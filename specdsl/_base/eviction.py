@@ -59,8 +59,11 @@ class CacheUsage:
         bytes: their total size, in bytes.
         kinds: entry count by kind (``"cubin"``, ``"PTX"``, ``"compiled template"``,
             ``"template facts"``, ``"other"`` for files of older specdsl versions).
-        temp_files: files in ``tmp/`` (writes in flight, or left by a crashed writer).
+        temp_files: specdsl's files in ``tmp/`` (named :data:`TEMP_PREFIX`: writes in
+            flight, or left by a crashed writer).
         temp_bytes: their total size, in bytes.
+        foreign_temp_files: other files in ``tmp/``, which specdsl neither wrote nor removes
+            (a folder named as the cache by mistake).
     """
 
     entries: int
@@ -68,6 +71,7 @@ class CacheUsage:
     kinds: dict[str, int]
     temp_files: int
     temp_bytes: int
+    foreign_temp_files: int = 0
 
 
 @attrs.frozen
@@ -152,9 +156,11 @@ def usage(root: Path) -> CacheUsage:
     for path, info in entries:
         kind = _kind(path, info)
         kinds[kind] = kinds.get(kind, 0) + 1
-    temps = list(_files(root / "tmp"))
+    in_tmp = list(_files(root / "tmp"))
+    temps = [(path, info) for path, info in in_tmp if path.name.startswith(TEMP_PREFIX)]
     return CacheUsage(len(entries), sum(info.st_size for _, info in entries), kinds,
-                      len(temps), sum(info.st_size for _, info in temps))
+                      len(temps), sum(info.st_size for _, info in temps),
+                      len(in_tmp) - len(temps))
 
 
 def _remove(path: Path, before: os.stat_result) -> bool:

@@ -74,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "prune", help="remove the entries read least recently, down to the cap",
         description="Remove the entries read least recently until the cache fits the cap.")
     for action in (info, clear, prune):
+        # every error after the action is named says which one: "specdsl cache prune: error"
+        action.set_defaults(verb_parser=action)
         # SUPPRESS: an option given before the action is not reset by the action's default
         action.add_argument("--strict", action="store_true", default=argparse.SUPPRESS,
                             help="an UnreadFieldWarning (a baked field no template reads) "
@@ -141,7 +143,9 @@ def _info(root: Path, exists: bool) -> None:
         if "other" in usage.kinds:
             print("           (other: never read: an older specdsl's entries or damaged "
                   "ones, which clear removes, or files not specdsl's, which it keeps)")
-        print(f"temp       {_count(usage.temp_files, 'file')} ({format_size(usage.temp_bytes)})")
+        print(f"temp       {_count(usage.temp_files, 'file')} ({format_size(usage.temp_bytes)})"
+              + (f"; {_count(usage.foreign_temp_files, 'file')} in tmp/ not specdsl's, kept"
+                 if usage.foreign_temp_files else ""))
     print(f"toolchain  {_toolchain()}")
 
 

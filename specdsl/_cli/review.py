@@ -29,7 +29,13 @@ from .._review.requests import (
     parse_request,
     spec_name,
 )
-from .._review.variants import PinnedVariants, representative_request, split_pinned_variants
+from .._review.variants import (
+    VARIANTS_ATTRIBUTE,
+    PinnedVariants,
+    has_finite_baked_field,
+    representative_request,
+    split_pinned_variants,
+)
 from .._review.verify import Verified, verify_request
 from .._runtime.compile import MAX_REGISTERS, MIN_REGISTERS, CompileOptions
 from .._spec.target import Target
@@ -83,6 +89,9 @@ def collect_requests(words: Sequence[str], *, variants: bool,
             requests.extend(split.requests)
             if pinned and split.refused:
                 notes.append(_left_out_note(cls, pinned, split))
+            elif (getattr(cls, VARIANTS_ATTRIBUTE, None) is None
+                  and not has_finite_baked_field(cls)):
+                notes.append(_one_variant_note(cls, pinned))
         elif assignments:
             requests.append(parse_request(cls, assignments))
         else:
@@ -90,13 +99,24 @@ def collect_requests(words: Sequence[str], *, variants: bool,
     return unique(requests, key=lambda request: derived_key(request, target)), notes
 
 
+def _request_words(cls: type, pinned: dict[str, Any]) -> str:
+    words = [spec_name(cls)] + [f"{name}={format_value(value)}" for name, value in pinned.items()]
+    return " ".join(shlex.quote(word) for word in words)
+
+
 def _left_out_note(cls: type, pinned: dict[str, Any], split: PinnedVariants) -> str:
     """``rmsnorm l2_evict_last=true --variants: 22 of 42 variants left out as invalid,
     e.g. <the first validator message>``."""
-    words = [spec_name(cls)] + [f"{name}={format_value(value)}" for name, value in pinned.items()]
-    return (f"{' '.join(shlex.quote(word) for word in words)} --variants: "
-            f"{len(split.refused)} of {split.total} variants left out as invalid, "
-            f"e.g. {split.refused[0].message}")
+    return (f"{_request_words(cls, pinned)} --variants: {len(split.refused)} of {split.total} "
+            f"variants left out as invalid, e.g. {split.refused[0].message}")
+
+
+def _one_variant_note(cls: type, pinned: dict[str, Any]) -> str:
+    """A spec without ``variants`` and without a baked field of finite values: --variants is
+    the one request, which its author may have taken for every variant."""
+    return (f"{_request_words(cls, pinned)} --variants: one request, as {cls.__qualname__} "
+            f"declares no '{VARIANTS_ATTRIBUTE}' and has no bool, enum or Literal baked field "
+            f"to go through")
 
 
 def _label(request: Any) -> str:

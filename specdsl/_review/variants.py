@@ -37,7 +37,7 @@ from ..errors import SpecDefinitionError, SpecError
 
 __all__ = ["VARIANTS_ATTRIBUTE", "MAX_VARIANTS", "spec_variants", "pinned_variants",
            "split_pinned_variants", "PinnedVariants", "Refused", "default_request",
-           "representative_request", "field_members"]
+           "representative_request", "field_members", "has_finite_baked_field"]
 
 #: The class attribute or classmethod that declares a spec's variants.
 VARIANTS_ATTRIBUTE = "variants"
@@ -119,6 +119,13 @@ def _fallback(cls: type, pinned: Values) -> list[Values]:
         # the default first, so the first variant is the default request
         axes.append((name, tuple(unique(first + members))))
     return _product(cls, axes)
+
+
+def has_finite_baked_field(cls: type) -> bool:
+    """Whether a baked field of ``cls`` has a finite set of values (a bool, an enum, a
+    ``Literal``), which a spec without ``variants`` has its variants go through."""
+    hints = typing.get_type_hints(cls)
+    return any(field_members(hints[name]) is not None for name in spec_info(cls).baked)
 
 
 def _allowed(field: attrs.Attribute[Any], members: tuple[Any, ...]) -> tuple[Any, ...]:
