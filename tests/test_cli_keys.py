@@ -239,6 +239,17 @@ def test_check_keys_counterexample_is_the_default_request_and_one_change(capsys)
     ]
 
 
+def test_check_keys_summary_says_a_field_with_a_counterexample_is_not_sampled_again(capsys):
+    """HandKeyedAdd's one field has its counterexample within 4 pairs, of 60 asked for: the
+    summary says why sampling stopped, which would otherwise read as a run cut short."""
+    code, out, _ = run(capsys, "check-keys", "handkeyed:HandKeyedAdd", "--samples", "60")
+    summary = [line for line in out.splitlines() if line.startswith("    sampled: ")]
+    assert code == 1 and summary == [
+        "    sampled: 4 pairs differing in one baked field, 4 shared a key, 1 rendered "
+        "different PTX, 3 not renderable (a field is not sampled again once it has a "
+        "counterexample)"]
+
+
 def test_check_keys_json_for_a_derived_key_class(capsys):
     """A class without key() has status 'derived' and exit 0."""
     code, out, _ = run(capsys, "check-keys", "specdsl.kernels", "--json", "--samples", "0")

@@ -227,7 +227,10 @@ def format_report(report: KeyReport) -> list[str]:
         lines.append(f"    sampled: {sampled.pairs} {pairs} differing in one baked field, "
                      f"{sampled.shared} shared a key, {len(sampled.counterexamples)} "
                      f"rendered different PTX" +
-                     (f", {sampled.skipped} not renderable" if sampled.skipped else ""))
+                     (f", {sampled.skipped} not renderable" if sampled.skipped else "") +
+                     # so that fewer pairs than --samples do not look like a cut-short run
+                     (" (a field is not sampled again once it has a counterexample)"
+                      if sampled.counterexamples else ""))
         if sampled.render_failure:
             lines.append(f"    template error (not a key problem) on {sampled.render_failure}")
     return lines
