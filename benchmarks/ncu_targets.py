@@ -17,7 +17,8 @@ SiluMul, Fp8Quant) at 16384 tokens x 4096 and x 8192, bf16; ``norm``: RMSNorm 16
 16384 x 8192, Softmax 16384 x 8192; ``small``: SiluMul at 1 and 16 tokens (d 4096); ``odd``:
 RMSNorm and Fp8Quant at 4096 and 4097, Softmax at 50264 and 50257 (16384 tokens; issue 14's odd
 lengths); ``fused``: fused add RMSNorm at 16384 x 4096 and x 8192; ``rows-256``: fused add
-RMSNorm, SiluMul and Softmax (with and without ``keep_exponentials``) at 256 tokens x 8192.
+RMSNorm, SiluMul and Softmax (with and without ``keep_exponentials``) at 256 tokens x 8192;
+``rope-small``: RoPE at 1 and 16 tokens x (32+8) x 128.
 
 For each case, every implementation (specdsl, Liger-Kernel, torch.compile, torch eager:
 ``--impls``) is checked against the float64 reference (``harness.check_all``) and called
@@ -86,6 +87,8 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
                                cases_pointwise._silu_mul(torch, 256, 8192),
                                cases_norm._softmax(torch, 256, 8192, keep_exponentials=False),
                                cases_norm._softmax(torch, 256, 8192, keep_exponentials=True)],
+    # issue 15: RoPE at 1 and 16 tokens x (32+8) x 128, where Liger leads by 0.04 to 0.08 us
+    "rope-small": lambda torch: [cases_pointwise._rope(torch, tokens, 4096) for tokens in (1, 16)],
     # chunked rows: two passes over each row through one CTA, against a cluster sharing it
     "long": lambda torch: [cases_norm._softmax(torch, 4096, 131072),
                            cases_norm._softmax(torch, 4096, 131072, split=2),
