@@ -238,3 +238,28 @@ def test_verify_register_limit_error_names_the_option_typed(capsys, count):
     err = capsys.readouterr().err
     assert err.startswith(f"specdsl verify: error: --maxrregcount must be from 24 to 255 "
                           f"registers per thread (got {count});") and "CompileOptions" not in err
+
+
+_FIRST_COMPILES_ON_THREADS = """
+from concurrent.futures import ThreadPoolExecutor
+from specdsl import render
+from specdsl._runtime.compile import compile_ptx
+from specdsl.kernels import VectorAdd
+ptx = render(VectorAdd())
+with ThreadPoolExecutor(8) as pool:
+    print(sorted(set(pool.map(lambda _: type(compile_ptx(ptx, "sm_90")).__name__, range(8)))))
+"""
+
+
+def test_first_compiles_on_eight_threads_at_once():
+    """A fresh process whose first compiles run on 8 threads at once compiles 8 times: the
+    first import of cuda.core is made once, under a lock (specdsl._runtime.cudacore). Before,
+    half of such processes raised ImportError: cannot import name 'Linker' from
+    'cuda.core.cu13'. Four processes at once, as the race needs a fresh interpreter."""
+    import subprocess
+    import sys
+
+    runs = [subprocess.Popen([sys.executable, "-c", _FIRST_COMPILES_ON_THREADS], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    results = [run.communicate(timeout=300) for run in runs]
+    assert [out for out, _ in results] == ["['Compiled']\n"] * 4, [err for _, err in results]

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from .._runtime.cudacore import load as load_cuda_core
 from ..errors import LaunchError
 
 __all__ = ["run_case", "builtin_cases", "KernelRun", "run_builtins"]
@@ -55,6 +56,7 @@ def run_case(executor: Any, case: Any, rng: Any = None) -> dict[str, float]:
         LaunchError: a compile-only executor, or arguments the kernel refuses.
     """
     import numpy as np
+    load_cuda_core()
     from cuda.core import LegacyPinnedMemoryResource
 
     from ..kernels.case import Output, from_bits, relative_error

@@ -16,6 +16,7 @@ import attrs
 
 from .._spec.target import Target, known_targets
 from ..errors import CompileError, ConfigError, TargetError
+from .cudacore import load as load_cuda_core
 
 if TYPE_CHECKING:
     from .resources import Resources
@@ -123,6 +124,7 @@ def toolchain_version() -> str:
     5 ms), so an executor with a disk cache asks for it on a background thread when it
     starts.
     """
+    load_cuda_core()
     from cuda.bindings import nvjitlink
     from cuda.pathfinder import load_nvidia_dynamic_lib
 
@@ -170,6 +172,7 @@ def _file_identity(path: str) -> str:
 def _toolchain_refusal(sm: str, isa: str) -> str | None:
     # nvJitLink has no call that lists its targets: link a module of one empty entry for
     # the target (about 5 ms), once per process and target. None: it links.
+    load_cuda_core()
     from cuda.core import Linker, LinkerOptions, ObjectCode
 
     ptx = (f".version {isa}\n.target {sm}\n.address_size 64\n"
@@ -225,6 +228,7 @@ def linker_options(target: Target, options: CompileOptions = _DEFAULT_OPTIONS) -
     always: a hit in CUDA's JIT cache (``~/.nv/ComputeCache``) skips ptxas and its report,
     which ``verify`` and :meth:`Compiled.resources` read.
     """
+    load_cuda_core()
     from cuda.core import LinkerOptions
 
     return LinkerOptions(arch=target.sm, verbose=True, no_cache=True,
@@ -272,6 +276,7 @@ def compile_ptx(ptx: str, target: Target | str = "sm_90", *, spec: Any = None,
             spec and the PTX lines around the first line the log reports; or ptxas did
             not apply ``options.max_registers`` as given (it changes limits it cannot meet).
     """
+    load_cuda_core()
     from cuda.core import Linker, ObjectCode
 
     target = Target.parse(target)

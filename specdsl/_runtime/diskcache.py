@@ -37,6 +37,7 @@ from .._base.cachefiles import MAGIC, PTX_MAGIC, frame, read_entry, unframe, war
 from .._base.digest import labelled_sha256
 from ..config import knobs
 from ..errors import CacheDirError
+from .cudacore import load as load_cuda_core
 
 __all__ = ["DiskCache", "disk_key", "ptx_key", "open_disk_cache", "DISK_SCHEMA"]
 
@@ -110,6 +111,7 @@ class DiskCache:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        load_cuda_core()
         from cuda.core.utils import FileStreamProgramCache
 
         # absolute once: a later os.chdir must not move the folder entries are written to

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import LaunchError
+from .cudacore import load as load_cuda_core
 from .geometry import DeviceLimits
 from .streams import StreamDriver, Streams
 
@@ -123,6 +124,7 @@ class CudaDriver:
 
     def open_device(self, ordinal: int) -> OpenedDevice:
         try:
+            load_cuda_core()
             from cuda.bindings import driver
             from cuda.core import Device, LaunchConfig, Stream, launch
 
@@ -150,6 +152,7 @@ class CudaDriver:
                             Streams(int(stream.handle), stream))
 
     def load(self, cubin: bytes, entry: str) -> LoadedKernel:
+        load_cuda_core()
         from cuda.core import ObjectCode
 
         kernel = ObjectCode.from_cubin(cubin).get_kernel(entry)
@@ -180,6 +183,7 @@ class CudaDriver:
         return core
 
     def stream_device(self, handle: int) -> int | None:
+        load_cuda_core()
         from cuda.bindings import driver
 
         try:
@@ -191,6 +195,7 @@ class CudaDriver:
         return int(device)
 
     def opt_in_shared(self, function: int, size: int, device_id: int) -> None:
+        load_cuda_core()
         from cuda.bindings import driver
 
         attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -204,6 +209,7 @@ class CudaDriver:
         self._device_type(device_id).set_current()
 
     def lacks_context(self, error: Any) -> bool:
+        load_cuda_core()
         from cuda.bindings import driver
 
         if isinstance(error, Exception):
@@ -211,6 +217,7 @@ class CudaDriver:
         return bool(error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT)
 
     def result(self, code: int) -> Any:
+        load_cuda_core()
         from cuda.bindings import driver
 
         try:

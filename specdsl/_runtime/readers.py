@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .arraychecks import ArrayFacts, element_name
+from .cudacore import load as load_cuda_core
 
 __all__ = ["Reader", "READERS", "reader_for", "read_int_like", "read_buffer", "read_torch",
            "read_cupy", "read_view", "buffer_type", "tensor_type"]
@@ -62,6 +63,7 @@ def read_cupy(value: Any, stream: int) -> ArrayFacts:
 def read_view(value: Any, stream: int) -> ArrayFacts:
     """Any DLPack or ``__cuda_array_interface__`` object, through cuda.core's
     ``StridedMemoryView``: device-accessible and C-contiguous, or a problem."""
+    load_cuda_core()
     from cuda.core.utils import StridedMemoryView
 
     try:
@@ -112,6 +114,7 @@ def reader_for(kind: type) -> Reader | None:
 def buffer_type() -> type | None:
     """cuda.core's ``Buffer`` class (``None`` without cuda.core: no Buffer can reach a packer)."""
     try:
+        load_cuda_core()
         from cuda.core import Buffer
     except ImportError:
         return None
