@@ -35,11 +35,19 @@ from harness import (
     torch_dtype,
 )
 
-from specdsl.kernels import Fp8Quant, RMSNorm, RMSNormQuant, SiluMul, SiluMulQuant
+from specdsl.kernels import (
+    Fp8Quant,
+    RMSNorm,
+    RMSNormQuant,
+    SiluMul,
+    SiluMulQuant,
+    small_launch_loads,
+)
 from specdsl.kernels import fp8_quant as fp8_quant_module
 from specdsl.kernels import rmsnorm_quant as rmsnorm_quant_module
 from specdsl.kernels import silu_mul_quant as silu_mul_quant_module
 from specdsl.kernels.fp8_quant import E4M3_MAX, GROUP_EPS, GROUP_SIZE, MIN_SCALE
+from specdsl.kernels.silu_mul import suggested_geometry
 
 #: The kernels this module's cases time (``--kernels`` names).
 KERNELS = ("RMSNormQuant", "RMSNormQuant+residual", "SiluMulQuant", "Fp8Quant-group",
@@ -102,10 +110,18 @@ def _picked_outputs(q: Any, scale: Any, mode: str) -> tuple:
     return (q,) if mode == "static" else (q, scale)
 
 
-def _quant_spec(hidden: int, mode: str, dtype: str = "bf16") -> Fp8Quant:
-    """The Fp8Quant request of an unfused pair's second launch."""
-    return Fp8Quant(hidden=hidden, dtype=dtype,
-                    scale_mode="static_param" if mode == "static" else mode)
+def _quant_spec(hidden: int, mode: str, dtype: str = "bf16", tokens: int = 0) -> Fp8Quant:
+    """The Fp8Quant request of an unfused pair's second launch (with the loads
+    specdsl.torch chooses for ``tokens`` rows)."""
+    return small_launch_loads(Fp8Quant(hidden=hidden, dtype=dtype, scale_mode="static_param"
+                                       if mode == "static" else mode), tokens)
+
+
+def _silu_mul_spec(d: int, tokens: int) -> SiluMul:
+    """The SiluMul request of an unfused pair's first launch, as specdsl.torch.silu_and_mul
+    chooses it for ``tokens`` rows."""
+    unroll, block = suggested_geometry(tokens)
+    return small_launch_loads(SiluMul(d=d, dtype="bf16", unroll=unroll, block=block), tokens)
 
 
 def _unfused(torch: Any, first: Any, second: Fp8Quant, tokens: int, width: int,
@@ -176,7 +192,7 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
         return (*codes, x) if fused else codes
 
     outputs = _output_positions(2 + fused, mode)
-    unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode, dtype),  # noqa: E731
+    unfused = lambda: _unfused(torch, plain, _quant_spec(hidden, mode, dtype, tokens),  # noqa: E731
                                tokens, hidden, mode, outputs, returns_sum=fused)
     return BenchCase(spec=spec, kernel="RMSNormQuant+residual" if fused else "RMSNormQuant",
                      tokens=tokens,
@@ -190,8 +206,10 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
                                                             rows=2).tolerance)
 
 
-def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
-    spec = SiluMulQuant(d=d, dtype="bf16", scale_mode=mode)
+def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str, **fields: Any) -> BenchCase:
+    spec = SiluMulQuant(d=d, dtype="bf16", scale_mode=mode, **fields)
+    if "l1_no_allocate" not in fields:  # as specdsl.torch.silu_and_mul_quant chooses
+        spec = small_launch_loads(spec, tokens)
     grid, block = spec.launch_dims(tokens)
     count = np.uint32(tokens)
 
@@ -213,9 +231,10 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
         return (quotient,) if mode == "static" else (quotient, scales)
 
     outputs = _output_positions(1, mode)
-    unfused = lambda: _unfused(torch, SiluMul(d=d, dtype="bf16"),  # noqa: E731
-                               _quant_spec(d, mode), tokens, d, mode, outputs)
-    return BenchCase(spec=spec, kernel="SiluMulQuant", tokens=tokens, series=f"d={d} {mode}",
+    unfused = lambda: _unfused(torch, _silu_mul_spec(d, tokens),  # noqa: E731
+                               _quant_spec(d, mode, tokens=tokens), tokens, d, mode, outputs)
+    return BenchCase(spec=spec, kernel="SiluMulQuant", tokens=tokens,
+                     series=f"d={d} {mode}{fields_label(fields)}",
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (inputs[0], _static(inputs[2], mode)), expected=expected,
@@ -225,7 +244,8 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str) -> BenchCase:
 
 
 def _fp8_group(torch: Any, tokens: int, hidden: int) -> BenchCase:
-    spec = Fp8Quant(hidden=hidden, dtype="bf16", scale_mode="group")
+    # the loads specdsl.torch.per_token_group_quant_fp8 would choose for `tokens` rows
+    spec = small_launch_loads(Fp8Quant(hidden=hidden, dtype="bf16", scale_mode="group"), tokens)
     grid, block = spec.launch_dims(tokens)
 
     def make_inputs() -> tuple:

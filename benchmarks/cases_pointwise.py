@@ -19,11 +19,12 @@ import liger_peers
 import numpy as np
 from harness import BenchCase, fields_label, host
 
-from specdsl.kernels import Fp8Quant, RoPE, SiluMul
+from specdsl.kernels import Fp8Quant, RoPE, SiluMul, small_launch_loads
 from specdsl.kernels import fp8_quant as fp8_quant_module
 from specdsl.kernels import rope as rope_module
 from specdsl.kernels import silu_mul as silu_mul_module
 from specdsl.kernels.fp8_quant import E4M3_MAX, MIN_SCALE
+from specdsl.kernels.silu_mul import suggested_geometry
 
 #: The kernels this module's cases time (``--kernels`` names).
 KERNELS = ("RoPE", "SiluMul", "Fp8Quant")
@@ -36,12 +37,13 @@ MAX_POSITION = 131072
 
 
 def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
-    # Below 1024 tokens one vector per thread in 128-thread CTAs shortens each thread's
-    # dependent chain (the launch is latency-bound); above, two vectors per thread.
-    small = tokens < 1024
+    # the geometry and loads specdsl.torch.silu_and_mul would choose for `tokens` rows
+    # (suggested_geometry, small_launch_loads), where `fields` leave them open
     label = fields_label(fields)
-    fields = {"unroll": 1 if small else 2, "block": 128 if small else 256, **fields}
-    spec = SiluMul(d=d, dtype="bf16", **fields)
+    unroll, block = suggested_geometry(tokens)
+    spec = SiluMul(d=d, dtype="bf16", **{"unroll": unroll, "block": block, **fields})
+    if "l1_no_allocate" not in fields:
+        spec = small_launch_loads(spec, tokens)
     grid, block = spec.launch_dims(tokens)
     count = np.uint32(tokens)
 
@@ -69,6 +71,8 @@ def _silu_mul(torch: Any, tokens: int, d: int, **fields: Any) -> BenchCase:
 
 def _fp8_quant(torch: Any, tokens: int, hidden: int, **fields: Any) -> BenchCase:
     spec = Fp8Quant(hidden=hidden, dtype="bf16", **fields)
+    if "l1_no_allocate" not in fields:  # as specdsl.torch.scaled_fp8_quant chooses
+        spec = small_launch_loads(spec, tokens)
     grid, block = spec.launch_dims(tokens)
 
     def make_inputs() -> tuple:

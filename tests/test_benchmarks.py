@@ -837,3 +837,16 @@ def test_triton_shape_edits_assemble_without_spills():
                     assert resources.spill_stores == 0, (hidden, name)
                 assert len(re.findall(r"\bst\.global", text)) == len(
                     re.findall(r"\bst\.global", built_in)), (hidden, name)
+
+
+def test_l1_loads_study_pairs_each_request_with_the_field_off_and_on():
+    """l1_loads.py times each case twice: the same request but for l1_no_allocate, off then
+    on (no device work to build them)."""
+    import l1_loads
+
+    found = l1_loads.pairs(None)
+    assert len(found) == 5 * len(l1_loads.TOKENS)
+    for off, on in found:
+        assert (off.spec.l1_no_allocate, on.spec.l1_no_allocate) == (False, True)
+        assert attrs.evolve(off.spec, l1_no_allocate=True) == on.spec
+        assert (off.kernel, off.tokens, off.bytes_moved) == (on.kernel, on.tokens, on.bytes_moved)

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from specdsl import DType, SpecError, derived_key  # noqa: E402
-from specdsl.kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, Softmax  # noqa: E402
+from specdsl.kernels import Fp8Quant, RMSNorm, RoPE, SiluMul, SiluMulQuant, Softmax  # noqa: E402
 from specdsl.torch import specs  # noqa: E402
 
 
@@ -25,9 +25,9 @@ def test_same_values_give_the_same_request_object():
      Softmax(cols=131072, scale=0.5, dtype="bf16", split=8)),
     (lambda: specs.rotary_embedding(torch.float32, 32, 8, 128, None, 500000.0, "neox"),
      RoPE(dtype="f32", q_heads=32, kv_heads=8, head_dim=128, theta=500000.0)),
-    (lambda: specs.silu_and_mul(8192, torch.bfloat16), SiluMul(d=8192, dtype="bf16")),
-    (lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False), Fp8Quant(hidden=4096)),
-    (lambda: specs.scaled_fp8_quant(4096, torch.float16, True),
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16, 16384), SiluMul(d=8192, dtype="bf16")),
+    (lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False, 16384), Fp8Quant(hidden=4096)),
+    (lambda: specs.scaled_fp8_quant(4096, torch.float16, True, 16384),
      Fp8Quant(hidden=4096, dtype="f16", scale_mode="static_param")),
 ], ids=["rms_norm", "softmax", "rope", "silu_and_mul", "fp8_dynamic", "fp8_static"])
 def test_requests_keep_the_kernels_defaults(built, expected):
@@ -92,3 +92,34 @@ def test_softmax_keeps_exponentials_caches_no_row_count():
     assert after.currsize == before.currsize and after.misses == before.misses
     assert after.hits == before.hits + 4  # 2 to 1056 rows; past the limit, no lookup
 
+
+
+@pytest.mark.parametrize("built,expected", [
+    # 8 rows: one vector a thread in 128-thread CTAs (0.4 MB: no loads without L1 lines)
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16, 8),
+     SiluMul(d=8192, dtype="bf16", unroll=1, block=128)),
+    # 256 rows (12.6 MB): both
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16, 256),
+     SiluMul(d=8192, dtype="bf16", unroll=1, block=128, l1_no_allocate=True)),
+    # 1024 rows of 8192 move 50 MB: the default geometry, loads without L1 lines
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16, 1024),
+     SiluMul(d=8192, dtype="bf16", l1_no_allocate=True)),
+    # 2048 rows move 101 MB: neither
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16, 2048), SiluMul(d=8192, dtype="bf16")),
+    (lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False, 256),
+     Fp8Quant(hidden=4096, l1_no_allocate=True)),
+    # rows in a window: the field does not apply, whatever the size
+    (lambda: specs.scaled_fp8_quant(4097, torch.bfloat16, False, 256), Fp8Quant(hidden=4097)),
+    (lambda: specs.per_token_group_quant_fp8(7168, torch.bfloat16, 512),
+     Fp8Quant(hidden=7168, scale_mode="group", l1_no_allocate=True)),
+    (lambda: specs.silu_and_mul_quant(4096, torch.bfloat16, "dynamic", 256),
+     SiluMulQuant(d=4096, l1_no_allocate=True)),
+    (lambda: specs.silu_and_mul_quant(4096, torch.bfloat16, "dynamic", 16384),
+     SiluMulQuant(d=4096)),
+], ids=["silu-8", "silu-256", "silu-1024", "silu-2048", "fp8-256", "fp8-window", "group-512",
+        "silu-quant-256", "silu-quant-16384"])
+def test_small_launches_take_their_geometry_and_loads(built, expected):
+    """The SiluMul and FP8 requests follow the rows of a call (suggested_geometry,
+    small_launch_loads); the geometry's block is a launch field, so it is compared too."""
+    request = built()
+    assert request == expected and request.block == expected.block

@@ -1,5 +1,11 @@
 """The built-in kernels: LLM-inference spec classes, each rendered from ``templates/``."""
 
+from ._streaming import (
+    L1_NO_ALLOCATE_MAX_BYTES,
+    L1_NO_ALLOCATE_MIN_BYTES,
+    small_launch_loads,
+    suggested_l1_no_allocate,
+)
 from .fp8_quant import Fp8Quant
 from .rmsnorm import RMSNorm
 from .rmsnorm_quant import RMSNormQuant
@@ -13,4 +19,5 @@ from .vector_add import VectorAdd
 ALL = (VectorAdd, RMSNorm, Softmax, RoPE, SiluMul, Fp8Quant, RMSNormQuant, SiluMulQuant)
 
 __all__ = ["VectorAdd", "RMSNorm", "Softmax", "RoPE", "SiluMul", "Fp8Quant", "RMSNormQuant", "SiluMulQuant",
-           "ALL"]
+           "ALL", "suggested_l1_no_allocate", "small_launch_loads",
+           "L1_NO_ALLOCATE_MIN_BYTES", "L1_NO_ALLOCATE_MAX_BYTES"]

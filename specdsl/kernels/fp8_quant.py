@@ -19,6 +19,7 @@ from ._rows import (
     threads_for,
     windowed,
 )
+from ._streaming import L1_NO_ALLOCATE_DOC, l1_no_allocate_field
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
@@ -138,6 +139,11 @@ class Fp8Quant:
         scale_mode (baked): ``"dynamic"``, ``"static_baked"``, ``"static_param"`` or
             ``"group"``.
         static_scale (baked): the scale for ``static_baked``, else None.
+        l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
+            scales): faster for launches moving 3 to 50 MB, slower from 100 MB (H200), so
+            off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate` says which.
+            For rows held in registers in whole vectors (:attr:`chunks` 1, not
+            :attr:`windowed`); refused elsewhere.
     """
 
     dtype: DType = baked(DType.BF16, validator=one_of(*FLOAT_DTYPES),
@@ -151,6 +157,7 @@ class Fp8Quant:
     block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
                                      takes_self=True),
                        validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
+    l1_no_allocate: bool = baked(False, validator=l1_no_allocate_field, doc=L1_NO_ALLOCATE_DOC)
 
     #: the requests `specdsl verify --variants` compiles: common widths, DeepSeek-V3's MLP
     #: width (18432: 288 threads), rows at any phase (4097, 4100: window.ptx.j2), rows longer than the registers (131073, 65540 f32: chunks), the static modes.
@@ -162,6 +169,9 @@ class Fp8Quant:
         + [{"scale_mode": "static_param"}, {"scale_mode": "static_baked", "static_scale": 0.05}]
         + [{"dtype": dt, "hidden": h, "scale_mode": "group"} for dt in ("f32", "bf16")
            for h in (7168, 18432, 131072)]
+        + [{"hidden": 4096, "l1_no_allocate": True}, {"hidden": 7168, "scale_mode": "group",
+                                                      "l1_no_allocate": True},
+           {"dtype": "f32", "hidden": 8192, "scale_mode": "static_param", "l1_no_allocate": True}]
     )
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations"):

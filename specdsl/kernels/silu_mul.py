@@ -10,12 +10,34 @@ from .._spec.fields import baked, launch
 from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 from ._rows import cdiv
+from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
-__all__ = ["SiluMul", "reference", "example"]
+__all__ = ["SiluMul", "suggested_geometry", "FEW_TOKENS", "reference", "example"]
 
 #: Largest flat vector index the kernel's u32 index math handles.
 _MAX_VECTORS = 2**31
+
+#: Below this many tokens a launch is latency-bound, and :func:`suggested_geometry` gives
+#: each thread one vector in 128-thread CTAs.
+FEW_TOKENS = 1024
+
+
+def suggested_geometry(tokens: int) -> tuple[int, int]:
+    """``(unroll, block)`` for a launch over ``tokens`` rows: ``(1, 128)`` below
+    :data:`FEW_TOKENS`, where each thread's shorter chain (one load of each half, then the
+    math) was about 0.2 us faster on the H200 (docs/kernels/silu_mul.md, "Small shapes");
+    else the defaults ``(2, 256)``, at a copy's speed from 4096 tokens.
+
+    Raises:
+        TypeError: ``tokens`` is not an int.
+        ValueError: ``tokens`` is negative.
+    """
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        raise TypeError(f"suggested_geometry: tokens must be an int (got {tokens!r})")
+    if tokens < 0:
+        raise ValueError(f"suggested_geometry: tokens must be 0 or more (got {tokens})")
+    return (1, 128) if tokens < FEW_TOKENS else (2, 256)
 
 
 def _d_check(instance: Any, attribute: Any, value: int) -> None:
@@ -53,6 +75,11 @@ class SiluMul:
         unroll (baked): 16-byte output vectors per thread, 1 to 4 (the entry declares
             ``.maxntid 1024``, so ptxas keeps to 64 registers and any block up to 1024
             threads fits; sm_90 uses 22 to 64 registers, more with larger ``unroll``).
+        l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (PTX ISA "ld",
+            eviction priority; the same results, bit for bit): 3 to 8% faster for launches
+            moving 3 to 50 MB, 2 to 10% slower from 100 MB (H200), so off by default;
+            :func:`~specdsl.kernels.suggested_l1_no_allocate` says which from the launch's
+            :meth:`bytes_moved`.
         block (launch): threads per CTA, a multiple of 32 up to 1024.
     """
 
@@ -60,10 +87,11 @@ class SiluMul:
                          doc="element type: f32, f16 or bf16")
     d: int = baked(4096, validator=_d_check, doc="output width (elements per half row)")
     unroll: int = baked(2, validator=in_range(1, 4), doc="16-byte vectors per thread")
+    l1_no_allocate: bool = baked(False, doc=L1_NO_ALLOCATE_DOC)
     block: int = launch(256, validator=block_size, doc="threads per CTA")
 
     #: the requests `specdsl verify --grid` compiles
-    variants = {"dtype": ["f32", "f16", "bf16"], "d": [4096, 8192]}
+    variants = {"dtype": ["f32", "f16", "bf16"], "d": [4096, 8192], "l1_no_allocate": [False, True]}
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
     arrays = {"x": "dtype[tokens, 2 * d]", "out": "dtype[tokens, d]"}

@@ -19,6 +19,7 @@ from ._rows import (
     vector_elements,
     vector_registers,
 )
+from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMulQuant", "default_block", "reference", "example"]
@@ -71,6 +72,9 @@ class SiluMulQuant:
         dtype (baked): f32, f16 or bf16.
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
         block (baked): threads per CTA (:func:`default_block`).
+        l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
+            scales): faster for launches moving 3 to 50 MB, slower from 100 MB (H200), so
+            off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate` says which.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.
@@ -85,6 +89,7 @@ class SiluMulQuant:
     block: int = baked(attrs.Factory(lambda self: default_block(self.d, self.dtype),
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA (one CTA per token)")
+    l1_no_allocate: bool = baked(False, doc=L1_NO_ALLOCATE_DOC)
 
     #: the requests ``specdsl verify --variants`` compiles: each mode at common widths,
     #: Llama-3's 14336, DeepSeek-V3's 18432, an odd width, and Llama-3.1-405B's 53248.
@@ -92,7 +97,8 @@ class SiluMulQuant:
         [{"d": d, "dtype": t, "scale_mode": m} for d in (4096, 14336) for t in ("bf16", "f16", "f32")
          for m in ("dynamic", "static", "group")]
         + [{"d": 18432, "scale_mode": "group"}, {"d": 4097, "scale_mode": "dynamic"},
-           {"d": 53248, "scale_mode": "dynamic"}])
+           {"d": 53248, "scale_mode": "dynamic"}]
+        + [{"d": 4096, "scale_mode": m, "l1_no_allocate": True} for m in ("dynamic", "static", "group")])
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
     arrays = {"x": "dtype[tokens, 2 * d]", "q": "e4m3[tokens, d]",

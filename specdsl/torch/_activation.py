@@ -20,9 +20,10 @@ def check(x: torch.Tensor, op: str = _OP_NAME) -> None:
                           f"dimension (the gate half, then the up half)")
 
 
-def _request(x: torch.Tensor) -> Any:
+def _request(x: torch.Tensor, rows: int = 0) -> Any:
+    """The request for ``rows`` rows of ``x`` (0 at trace time: the request's checks only)."""
     return _validate.request(_OP_NAME, "x", x, specs.silu_and_mul,
-                             x.shape[-1] // 2, x.dtype)
+                             x.shape[-1] // 2, x.dtype, rows)
 
 
 def _out_shape(x: torch.Tensor) -> tuple[Any, ...]:
@@ -33,7 +34,8 @@ def _plan(x: torch.Tensor) -> _validate.Plan:
     """Every check of a silu_and_mul call, in order; the plan they settle."""
     check(x)
     _validate.on_cuda(_OP_NAME, "x", x)
-    return _validate.plan(_request(x), x.numel() // x.shape[-1], _out_shape(x))
+    rows = _validate.rows(x)
+    return _validate.plan(_request(x, rows), rows, _out_shape(x))
 
 
 _PLANS = _validate.Plans()
@@ -69,7 +71,11 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
     The op ``torch.ops.specdsl.silu_and_mul``, launching :class:`~specdsl.kernels.SiluMul`
     (f32 arithmetic, one rounding to the dtype), as vLLM's ``silu_and_mul`` (which writes
-    into an ``out`` it is given; this op allocates it).
+    into an ``out`` it is given; this op allocates it). The request follows the rows of the
+    call: one vector a thread below 1024 rows
+    (:func:`~specdsl.kernels.silu_mul.suggested_geometry`), loads without L1 lines for
+    launches moving 2 to 64 MiB (:func:`~specdsl.kernels.small_launch_loads`); the same
+    results, bit for bit.
 
     Args:
         x: ``[..., 2 * d]``, contiguous, on a CUDA device; f32, f16 or bf16: the gate

@@ -156,9 +156,9 @@ def _fused_group_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Ten
     return _norm_fake(_FUSED, x, residual, weight, eps, None, "group", l2_evict_last)
 
 
-def _silu_request(x: torch.Tensor, mode: str) -> Any:
+def _silu_request(x: torch.Tensor, mode: str, rows: int = 0) -> Any:
     return _validate.request(_SILU, "x", x, specs.silu_and_mul_quant, x.shape[-1] // 2,
-                             x.dtype, mode)
+                             x.dtype, mode, rows)
 
 
 def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
@@ -171,9 +171,10 @@ def _silu_plan(x: torch.Tensor, scale: torch.Tensor | None, mode: str) -> _valid
     """Every check of a silu_and_mul_quant call, in order; the plan they settle."""
     _silu_checks(x, scale)
     _validate.on_cuda(_SILU, "x", x)
-    spec = _silu_request(x, mode)
+    rows = _validate.rows(x)
+    spec = _silu_request(x, mode, rows)
     d = x.shape[-1] // 2
-    return _validate.plan(spec, x.numel() // x.shape[-1], (*x.shape[:-1], d),
+    return _validate.plan(spec, rows, (*x.shape[:-1], d),
                           scales_shape(x, mode, d))
 
 
@@ -348,7 +349,8 @@ def silu_and_mul_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
     :func:`per_token_group_quant_fp8`), bit for bit, without ``silu(gate) * up`` going
     through device memory (:class:`~specdsl.kernels.SiluMulQuant`; vLLM's
     ``silu_and_mul_quant`` for a static ``scale``). Modes as :func:`rms_norm_quant` (ops
-    ``specdsl::silu_and_mul_quant_dynamic``, ``_static``, ``_group``).
+    ``specdsl::silu_and_mul_quant_dynamic``, ``_static``, ``_group``); loads as
+    :func:`scaled_fp8_quant`'s.
 
     Args:
         x: ``[..., 2 * d]``, contiguous, on a CUDA device; f32, f16 or bf16: the gate

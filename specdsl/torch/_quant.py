@@ -26,9 +26,10 @@ def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
         _validate.static_scale(_OP_NAME, scale, x)
 
 
-def _request(x: torch.Tensor, static: bool) -> Any:
+def _request(x: torch.Tensor, static: bool, rows: int = 0) -> Any:
+    """The request for ``rows`` rows of ``x`` (0 at trace time: the request's checks only)."""
     return _validate.request(_OP_NAME, "x", x, specs.scaled_fp8_quant,
-                             x.shape[-1], x.dtype, static)
+                             x.shape[-1], x.dtype, static, rows)
 
 
 def scales_shape(x: torch.Tensor, mode: str = "dynamic", width: Any = None) -> tuple[Any, ...]:
@@ -54,7 +55,8 @@ def _plan(x: torch.Tensor, scale: torch.Tensor | None) -> _validate.Plan:
     """Every check of a scaled_fp8_quant call, in order; the plan they settle."""
     _check(x, scale)
     _validate.on_cuda(_OP_NAME, "x", x)
-    return _validate.plan(_request(x, scale is not None), x.numel() // x.shape[-1],
+    rows = _validate.rows(x)
+    return _validate.plan(_request(x, scale is not None, rows), rows,
                           scales_shape(x))
 
 
@@ -118,7 +120,9 @@ def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
     """Quantize ``x`` to FP8 E4M3 codes with f32 scales: ``x ~ q.float() * scale``.
 
     ``q = saturate(x / scale)`` rounded to nearest even, saturating at +-448 (computed
-    as ``x * (1 / scale)``), launching :class:`~specdsl.kernels.Fp8Quant`:
+    as ``x * (1 / scale)``), launching :class:`~specdsl.kernels.Fp8Quant` (with loads
+    without L1 lines for launches moving 2 to 64 MiB, :func:`~specdsl.kernels.small_launch_loads`;
+    the same codes and scales):
 
     * ``scale=None``: dynamic, per token (per row):
       ``scale[..., 0] = max(max |x[..., :]| / 448, 2^-126)``, returned with shape
@@ -161,16 +165,17 @@ def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
 _GROUP_NAME = "specdsl.torch.per_token_group_quant_fp8"
 
 
-def _group_request(x: torch.Tensor) -> Any:
+def _group_request(x: torch.Tensor, rows: int = 0) -> Any:
     return _validate.request(_GROUP_NAME, "x", x, specs.per_token_group_quant_fp8,
-                             x.shape[-1], x.dtype)
+                             x.shape[-1], x.dtype, rows)
 
 
 def _group_plan(x: torch.Tensor) -> _validate.Plan:
     """Every check of a per_token_group_quant_fp8 call, in order; the plan they settle."""
     _validate.float_tensor(_GROUP_NAME, "x", x)
     _validate.on_cuda(_GROUP_NAME, "x", x)
-    return _validate.plan(_group_request(x), x.numel() // x.shape[-1], scales_shape(x, "group"))
+    rows = _validate.rows(x)
+    return _validate.plan(_group_request(x, rows), rows, scales_shape(x, "group"))
 
 
 _GROUP_PLANS = _validate.Plans()
@@ -209,8 +214,8 @@ def per_token_group_quant_fp8(x: torch.Tensor, group_size: int = GROUP_SIZE
     (row-major scales, ``eps`` 1e-10): ``scale[..., g] = max(max |x[..., 128 g : 128 g +
     128]|, 1e-10) / 448`` and ``q = saturate(x * (1 / scale))``, launching
     :class:`~specdsl.kernels.Fp8Quant` with ``scale_mode="group"`` (op
-    ``torch.ops.specdsl.per_token_group_quant_fp8``). DeepGEMM wants the scales
-    column-major: transpose them.
+    ``torch.ops.specdsl.per_token_group_quant_fp8``; loads as :func:`scaled_fp8_quant`'s).
+    DeepGEMM wants the scales column-major: transpose them.
 
     Args:
         x: ``[..., hidden]``, contiguous, on a CUDA device; f32, f16 or bf16; ``hidden`` a

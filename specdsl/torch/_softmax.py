@@ -24,7 +24,7 @@ def _plan(x: torch.Tensor, scale: float, l2_evict_last: bool, index: int) -> _va
     _validate.float_tensor(_OP_NAME, "x", x)
     _validate.on_cuda(_OP_NAME, "x", x)
     cols = x.shape[-1]
-    rows = x.numel() // cols if cols else 0
+    rows = _validate.rows(x)
     # the L2 policy is written for rows on one CTA, so a call asking for it never splits
     split = 1 if l2_evict_last else specs.softmax_split(
         cols, x.dtype, rows, _runtime.cluster_sm_count(index))

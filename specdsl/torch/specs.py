@@ -28,7 +28,17 @@ import torch
 
 from .._spec.dtype import DType
 from ..errors import SpecError
-from ..kernels import Fp8Quant, RMSNorm, RMSNormQuant, RoPE, SiluMul, SiluMulQuant, Softmax
+from ..kernels import (
+    Fp8Quant,
+    RMSNorm,
+    RMSNormQuant,
+    RoPE,
+    SiluMul,
+    SiluMulQuant,
+    Softmax,
+    small_launch_loads,
+)
+from ..kernels.silu_mul import suggested_geometry
 from ..kernels.softmax import (
     KEPT_EXPONENTIALS_ROWS_PER_SM,
     suggested_keep_exponentials,
@@ -124,25 +134,38 @@ def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: 
                 style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
-@functools.lru_cache(maxsize=_KEPT)
-def silu_and_mul(d: int, dtype: torch.dtype) -> SiluMul:
-    """The :class:`~specdsl.kernels.SiluMul` for rows of ``2 * d`` inputs, ``d`` outputs."""
-    return SiluMul(dtype=dtype_of(dtype), d=d)
+def silu_and_mul(d: int, dtype: torch.dtype, rows: int) -> SiluMul:
+    """The :class:`~specdsl.kernels.SiluMul` for ``rows`` rows of ``2 * d`` inputs, ``d``
+    outputs: the geometry of :func:`~specdsl.kernels.silu_mul.suggested_geometry`, and loads
+    without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`)."""
+    unroll, block = suggested_geometry(rows)
+    return small_launch_loads(_silu_and_mul(d, dtype, unroll, block), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool) -> Fp8Quant:
-    """The :class:`~specdsl.kernels.Fp8Quant` for rows of ``hidden``: per-token dynamic scales,
-    or (``static``) one f32 scale read from device memory at launch."""
+def _silu_and_mul(d: int, dtype: torch.dtype, unroll: int, block: int) -> SiluMul:
+    return SiluMul(dtype=dtype_of(dtype), d=d, unroll=unroll, block=block)
+
+
+def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool, rows: int) -> Fp8Quant:
+    """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``: per-token
+    dynamic scales, or (``static``) one f32 scale read from device memory at launch; loads
+    without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`)."""
+    return small_launch_loads(_fp8_quant(hidden, dtype, "static_param" if static else "dynamic"),
+                              rows)
+
+
+def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype, rows: int) -> Fp8Quant:
+    """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``, one scale a
+    group of 128 elements (``scale_mode="group"``); loads without L1 lines where the launch
+    is small (:func:`~specdsl.kernels.small_launch_loads`)."""
+    return small_launch_loads(_fp8_quant(hidden, dtype, "group"), rows)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _fp8_quant(hidden: int, dtype: torch.dtype, mode: str) -> Fp8Quant:
     return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden,
-                    scale_mode="static_param" if static else "dynamic")
-
-
-@functools.lru_cache(maxsize=_KEPT)
-def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype) -> Fp8Quant:
-    """The :class:`~specdsl.kernels.Fp8Quant` for rows of ``hidden``, one scale a group of
-    128 elements (``scale_mode="group"``)."""
-    return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden, scale_mode="group")
+                    scale_mode=cast(Literal["dynamic", "static_param", "group"], mode))
 
 
 #: The scale modes of the fused FP8 epilogues (the kernels refuse other names).
@@ -159,8 +182,13 @@ def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: 
                         l2_evict_last=l2_evict_last)
 
 
+def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str, rows: int) -> SiluMulQuant:
+    """The :class:`~specdsl.kernels.SiluMulQuant` for ``rows`` rows of ``2 * d`` inputs,
+    ``d`` codes, with scales of ``scale_mode``; loads without L1 lines where the launch is
+    small (:func:`~specdsl.kernels.small_launch_loads`)."""
+    return small_launch_loads(_silu_and_mul_quant(d, dtype, scale_mode), rows)
+
+
 @functools.lru_cache(maxsize=_KEPT)
-def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str) -> SiluMulQuant:
-    """The :class:`~specdsl.kernels.SiluMulQuant` for rows of ``2 * d`` inputs, ``d`` codes,
-    with scales of ``scale_mode``."""
+def _silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str) -> SiluMulQuant:
     return SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=cast(_Mode, scale_mode))
