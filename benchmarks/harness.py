@@ -39,6 +39,7 @@ import contextlib
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -154,6 +155,14 @@ class Launcher:
         """Launch ``spec`` with ``args`` in ``.param`` order (torch tensors, NumPy scalars)."""
         self.executor.launch(spec, *args, grid=grid, block=block,
                              stream=self.torch.cuda.current_stream())
+
+
+def write_report(folder: str | Path, name: str, text: str) -> Path:
+    """Write a study's ``text`` to ``folder/name`` (the folder made if missing); the path."""
+    path = Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
 
 
 def events_and_graph(timed: dict) -> str:
@@ -275,7 +284,7 @@ def graph_seconds(torch: Any, fn: Callable[[int], Any], sets: int, count: int,
         for i in range(count):
             fn(i % sets)
     graph.replay()
-    seconds = statistics.median(device_times(torch, lambda i: graph.replay(), 1, replays))
+    seconds = statistics.median(device_times(torch, lambda i: graph.replay(), 1, replays))  # noqa: F821
     del graph
     return seconds / count
 
@@ -410,7 +419,7 @@ def measure_case(torch: Any, case: BenchCase, impls: Mapping[str, Impl | str],
     for name, impl in passed.items():
         try:
             prepared = [impl.prepare(s) for s in sets]
-            records[name].update(_time(torch, lambda i: impl.run(*prepared[i]), len(prepared),
+            records[name].update(_time(torch, lambda i: impl.run(*prepared[i]), len(prepared),  # noqa: F821
                                        launches, graph))
             del prepared
         except Exception as exc:  # report this implementation, keep the others
@@ -419,7 +428,7 @@ def measure_case(torch: Any, case: BenchCase, impls: Mapping[str, Impl | str],
     half = max(1, case.bytes_moved // 2)
     sources = [torch.randint(0, 255, (half,), dtype=torch.uint8, device="cuda")
                for _ in range(max(2, min(64, -(-ROTATE_BYTES // half))))]
-    copy = _time(torch, lambda i: torch.empty_like(sources[i]).copy_(sources[i]), len(sources),
+    copy = _time(torch, lambda i: torch.empty_like(sources[i]).copy_(sources[i]), len(sources),  # noqa: F821
                  launches, graph)
     del sets, sources
     torch.cuda.empty_cache()

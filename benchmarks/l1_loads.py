@@ -78,11 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(row(torch, off, on, launcher, args.rounds))
         torch.cuda.empty_cache()
         print(lines[-1], flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "l1_loads.md").write_text(
-        "Events (graph replay, up to 1024 tokens) in us, one entry a round.\n\n"
-        + "\n".join(lines) + "\n")
+    harness.write_report(args.out, "l1_loads.md", "Events (graph replay, up to 1024 tokens) in "
+                         "us, one entry a round.\n\n" + "\n".join(lines) + "\n")
     return 0
 
 

@@ -158,12 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             residual.append(residual_row(torch, hidden, launcher))
             torch.cuda.empty_cache()
             print(residual[-1], flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "output_allocation.md").write_text(
-        "Events (graph replay) in us; graph replay at 256 tokens only.\n\n"
-        + "\n".join(lines) + "\n\nThe residual, events (graph replay) in us:\n\n"
-        + "\n".join(residual) + "\n")
+    harness.write_report(args.out, "output_allocation.md",
+                         "Events (graph replay) in us; graph replay at 256 tokens only.\n\n"
+                         + "\n".join(lines) + "\n\nThe residual, events (graph replay) in us:"
+                         "\n\n" + "\n".join(residual) + "\n")
     return 0
 
 
