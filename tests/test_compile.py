@@ -255,11 +255,12 @@ def test_first_compiles_on_eight_threads_at_once():
     """A fresh process whose first compiles run on 8 threads at once compiles 8 times: the
     first import of cuda.core is made once, under a lock (specdsl._runtime.cudacore). Before,
     half of such processes raised ImportError: cannot import name 'Linker' from
-    'cuda.core.cu13'. Four processes at once, as the race needs a fresh interpreter."""
+    'cuda.core.cu13' (3 and 2 of 6 in two tries). Six processes at once, as the race needs a
+    fresh interpreter: the code before passes all six about 1 to 9% of the time."""
     import subprocess
     import sys
 
     runs = [subprocess.Popen([sys.executable, "-c", _FIRST_COMPILES_ON_THREADS], text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)]
     results = [run.communicate(timeout=300) for run in runs]
-    assert [out for out, _ in results] == ["['Compiled']\n"] * 4, [err for _, err in results]
+    assert [out for out, _ in results] == ["['Compiled']\n"] * 6, [err for _, err in results]

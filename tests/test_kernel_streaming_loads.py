@@ -92,7 +92,7 @@ def test_the_field_is_in_the_derived_key():
     (100_663_296, False), (2**40, False)])
 def test_suggested_l1_no_allocate_by_bytes(size, expected):
     """Yes from 2 to 64 MiB moved: the launches measured faster moved 3 to 50 MB; those
-    level, 0.8 MB or less; those slower, 100 MB or more."""
+    level or slower, 0.8 MB or less, or 100 MB or more."""
     assert (L1_NO_ALLOCATE_MIN_BYTES, L1_NO_ALLOCATE_MAX_BYTES) == (2 * 2**20, 64 * 2**20)
     assert suggested_l1_no_allocate(size) is expected
 
@@ -103,16 +103,23 @@ def test_suggested_l1_no_allocate_refuses_non_sizes(value, error):
         suggested_l1_no_allocate(value)
 
 
+def test_numpy_integers_are_counts():
+    """A NumPy integer (a shape's entry) is taken as the int it holds."""
+    assert suggested_l1_no_allocate(np.int64(3_145_728)) is True
+    assert suggested_geometry(np.int32(16)) == (1, 128)
+    assert small_launch_loads(SiluMul(d=8192), np.int64(256)).l1_no_allocate is True
+
+
 @pytest.mark.parametrize("request_,tokens,expected", [
     (SiluMul(d=8192), 1024, True),       # 50 MB
     (SiluMul(d=8192), 2048, False),      # 101 MB
     (SiluMul(d=8192), 0, False),         # no launch
-    (SiluMul(d=8192), 16, False),        # 0.8 MB: level, so not taken
+    (SiluMul(d=8192), 16, False),        # 0.8 MB: slower by graph replay, so not taken
     (SiluMulQuant(d=4096), 256, True),
     (Fp8Quant(hidden=4096), 4096, True),    # 50 MB
     (Fp8Quant(hidden=4096), 16384, False),  # 201 MB
-    (Fp8Quant(hidden=4097), 1, False),      # a window: not taken
-    (Fp8Quant(hidden=131072), 1, False),    # chunks: not taken
+    (Fp8Quant(hidden=4097), 256, False),    # 3.1 MB, but a window: not taken
+    (Fp8Quant(hidden=131072), 16, False),   # 6.3 MB, but in chunks: not taken
 ])
 def test_small_launch_loads(request_, tokens, expected):
     """The request with the field where the launch is small and the request takes it; the
@@ -124,10 +131,21 @@ def test_small_launch_loads(request_, tokens, expected):
         assert found is request_
 
 
-@pytest.mark.parametrize("tokens", [-1, 2.0, None])
-def test_small_launch_loads_refuses_non_counts(tokens):
-    with pytest.raises(ValueError, match=r"tokens must be an int of 0 or more"):
+@pytest.mark.parametrize("tokens,error,message", [
+    (-1, ValueError, r"tokens must be 0 or more \(got -1\)"),
+    (2.0, TypeError, r"tokens must be an int \(got 2\.0\)"),
+    (None, TypeError, r"tokens must be an int \(got None\)")])
+def test_small_launch_loads_refuses_non_counts(tokens, error, message):
+    with pytest.raises(error, match=rf"small_launch_loads: {message}"):
         small_launch_loads(SiluMul(), tokens)
+
+
+def test_small_launch_loads_refuses_requests_without_the_field():
+    """An RMSNorm has no such field: a TypeError naming the class and those that have it."""
+    from specdsl.kernels import RMSNorm
+    with pytest.raises(TypeError, match=r"small_launch_loads: RMSNorm has no l1_no_allocate "
+                                        r"field \(SiluMul, SiluMulQuant and Fp8Quant have one\)"):
+        small_launch_loads(RMSNorm(hidden=4096), 256)
 
 
 @pytest.mark.parametrize("tokens,geometry", [

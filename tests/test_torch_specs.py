@@ -25,8 +25,9 @@ def test_same_values_give_the_same_request_object():
      Softmax(cols=131072, scale=0.5, dtype="bf16", split=8)),
     (lambda: specs.rotary_embedding(torch.float32, 32, 8, 128, None, 500000.0, "neox"),
      RoPE(dtype="f32", q_heads=32, kv_heads=8, head_dim=128, theta=500000.0)),
-    (lambda: specs.silu_and_mul(8192, torch.bfloat16, 16384), SiluMul(d=8192, dtype="bf16")),
-    (lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False, 16384), Fp8Quant(hidden=4096)),
+    # without rows: a large launch's request, the kernel's defaults (as before rows existed)
+    (lambda: specs.silu_and_mul(8192, torch.bfloat16), SiluMul(d=8192, dtype="bf16")),
+    (lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False), Fp8Quant(hidden=4096)),
     (lambda: specs.scaled_fp8_quant(4096, torch.float16, True, 16384),
      Fp8Quant(hidden=4096, dtype="f16", scale_mode="static_param")),
 ], ids=["rms_norm", "softmax", "rope", "silu_and_mul", "fp8_dynamic", "fp8_static"])

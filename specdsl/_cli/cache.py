@@ -111,11 +111,13 @@ def _toolchain() -> str:
     import jinja2
 
     try:
-        import cuda.core
-
         from .._runtime.compile import toolchain_version
+        from .._runtime.cudacore import load as load_cuda_core
 
-        nvjitlink = f"nvJitLink {toolchain_version()}; cuda.core {cuda.core.__version__}"
+        load_cuda_core()
+        from cuda.core import __version__ as cuda_core_version
+
+        nvjitlink = f"nvJitLink {toolchain_version()}; cuda.core {cuda_core_version}"
     except Exception as exc:  # no cuda-python or no nvJitLink: say so, keep the rest
         nvjitlink = f"nvJitLink unavailable ({type(exc).__name__}: {exc})"
     return f"{nvjitlink}; Jinja {jinja2.__version__}; Python {platform.python_version()}"

@@ -2,32 +2,52 @@
 of ``x`` once: SiluMul, SiluMulQuant and Fp8Quant (rows held in registers).
 
 Whether it pays depends on the size of the launch, not on the kernel (H200, 2026-12-02,
-``docs/kernels/silu_mul.md``, "Small launches"): from 3 to 50 MB moved (256 to 1024
-tokens), the loads that skip L1 were 0.2 to 0.7 us (3 to 8%) faster by CUDA-graph replay;
-under 1 MB (1 and 16 tokens) level within 0.05 us; from 100 MB 2 to 10% slower (SiluMul
-16384 x 8192: 205 against 187 us). A request therefore keeps the field off by default, and
-a caller that knows its launch size asks :func:`suggested_l1_no_allocate`, as
-``specdsl.torch`` does at each call.
+``benchmarks/l1_loads.py``; ``docs/kernels/silu_mul.md``, "Small launches"):
+
+* from 3 to 50 MB moved (256 to 1024 tokens), 0.16 to 0.63 us (1 to 7%) faster by
+  CUDA-graph replay, level by CUDA events (within 0.1 us either way);
+* under 1 MB (1 and 16 tokens) level, or slower (SiluMul 16 x 8192: 1.51 against 1.43 us
+  by graph replay);
+* from 100 MB, 2 to 9% slower (SiluMul 16384 x 8192: 203.6 against 187.8 us).
+
+A request therefore keeps the field off by default, and a caller that knows its launch size
+asks :func:`suggested_l1_no_allocate`, as ``specdsl.torch`` does at each call.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 
 __all__ = ["L1_NO_ALLOCATE_MIN_BYTES", "L1_NO_ALLOCATE_MAX_BYTES", "suggested_l1_no_allocate",
-           "small_launch_loads", "l1_no_allocate_field"]
+           "small_launch_loads"]
 
 #: Bytes a launch moves (``spec.bytes_moved(tokens)``) from which :func:`suggested_l1_no_allocate`
-#: says yes: between the largest launch measured level (0.8 MB) and the smallest faster (3 MB).
+#: says yes: between the largest launch measured level or slower (0.8 MB) and the smallest
+#: faster (3 MB).
 L1_NO_ALLOCATE_MIN_BYTES = 2 * 2**20
-#: ... and up to which: between the largest launch measured faster (50 MB) and the smallest
-#: slower (100 MB).
+#: ... and up to which: between the largest launch of SiluMul and Fp8Quant measured faster
+#: (50 MB) and the smallest slower (100 MB); no size between was measured (SiluMulQuant at
+#: 84 MB was 5% faster, and is left out).
 L1_NO_ALLOCATE_MAX_BYTES = 64 * 2**20
 
-L1_NO_ALLOCATE_DOC = ("load x with .L1::no_allocate: faster for launches moving 2 to 64 MiB, "
-                      "slower for larger ones (suggested_l1_no_allocate)")
+L1_NO_ALLOCATE_DOC = ("load x with .L1::no_allocate: faster by CUDA-graph replay for launches "
+                      "moving 3 to 50 MB, slower from 100 MB (suggested_l1_no_allocate)")
+
+
+def _count(function: str, name: str, value: Any) -> int:
+    """``value`` as an int of 0 or more (NumPy integers too), else the error naming it."""
+    if isinstance(value, bool):
+        raise TypeError(f"{function}: {name} must be an int (got {value!r})")
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{function}: {name} must be an int (got {value!r})") from None
+    if count < 0:
+        raise ValueError(f"{function}: {name} must be 0 or more (got {count})")
+    return count
 
 
 def suggested_l1_no_allocate(bytes_moved: int) -> bool:
@@ -43,16 +63,11 @@ def suggested_l1_no_allocate(bytes_moved: int) -> bool:
         faster.
 
     Raises:
-        TypeError: ``bytes_moved`` is not an int.
+        TypeError: ``bytes_moved`` is not an int (a NumPy integer is one).
         ValueError: ``bytes_moved`` is negative.
     """
-    if isinstance(bytes_moved, bool) or not isinstance(bytes_moved, int):
-        raise TypeError(f"suggested_l1_no_allocate: bytes_moved must be an int "
-                        f"(got {bytes_moved!r})")
-    if bytes_moved < 0:
-        raise ValueError(f"suggested_l1_no_allocate: bytes_moved must be 0 or more "
-                         f"(got {bytes_moved})")
-    return L1_NO_ALLOCATE_MIN_BYTES <= bytes_moved <= L1_NO_ALLOCATE_MAX_BYTES
+    size = _count("suggested_l1_no_allocate", "bytes_moved", bytes_moved)
+    return L1_NO_ALLOCATE_MIN_BYTES <= size <= L1_NO_ALLOCATE_MAX_BYTES
 
 
 class _Streaming(Protocol):
@@ -74,12 +89,15 @@ def small_launch_loads(spec: _S, tokens: int) -> _S:
     registers in whole vectors); else ``spec`` itself.
 
     Raises:
-        ValueError: ``tokens`` is not an int of 0 or more.
+        TypeError: ``spec`` has no ``l1_no_allocate`` field, or ``tokens`` is not an int
+            (a NumPy integer is one).
+        ValueError: ``tokens`` is negative.
     """
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"small_launch_loads: tokens must be an int of 0 or more "
-                         f"(got {tokens!r})")
-    if tokens == 0 or spec.l1_no_allocate or not suggested_l1_no_allocate(spec.bytes_moved(tokens)):
+    count = _count("small_launch_loads", "tokens", tokens)
+    if not isinstance(getattr(spec, "l1_no_allocate", None), bool):
+        raise TypeError(f"small_launch_loads: {type(spec).__name__} has no l1_no_allocate "
+                        f"field (SiluMul, SiluMulQuant and Fp8Quant have one)")
+    if count == 0 or spec.l1_no_allocate or not suggested_l1_no_allocate(spec.bytes_moved(count)):
         return spec
     if getattr(spec, "windowed", False) or getattr(spec, "chunks", 1) > 1:
         return spec  # Fp8Quant rows the loads are not written for (l1_no_allocate_field)

@@ -140,8 +140,9 @@ class Fp8Quant:
             ``"group"``.
         static_scale (baked): the scale for ``static_baked``, else None.
         l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
-            scales): faster for launches moving 3 to 50 MB, slower from 100 MB (H200), so
-            off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate` says which.
+            scales): faster by graph replay for launches moving 3 to 50 MB, slower from
+            100 MB (H200), so off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate`
+            says which.
             For rows held in registers in whole vectors (:attr:`chunks` 1, not
             :attr:`windowed`); refused elsewhere.
     """

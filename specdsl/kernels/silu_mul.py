@@ -10,7 +10,7 @@ from .._spec.fields import baked, launch
 from ..errors import SpecError
 from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
 from ._rows import cdiv
-from ._streaming import L1_NO_ALLOCATE_DOC
+from ._streaming import L1_NO_ALLOCATE_DOC, _count
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMul", "suggested_geometry", "FEW_TOKENS", "reference", "example"]
@@ -26,18 +26,15 @@ FEW_TOKENS = 1024
 def suggested_geometry(tokens: int) -> tuple[int, int]:
     """``(unroll, block)`` for a launch over ``tokens`` rows: ``(1, 128)`` below
     :data:`FEW_TOKENS`, where each thread's shorter chain (one load of each half, then the
-    math) was about 0.2 us faster on the H200 (docs/kernels/silu_mul.md, "Small shapes");
+    math) was about 0.2 us faster on the H200 (docs/kernels/silu_mul.md, "Earlier readings");
     else the defaults ``(2, 256)``, at a copy's speed from 4096 tokens.
 
     Raises:
-        TypeError: ``tokens`` is not an int.
+        TypeError: ``tokens`` is not an int (a NumPy integer is one).
         ValueError: ``tokens`` is negative.
     """
-    if isinstance(tokens, bool) or not isinstance(tokens, int):
-        raise TypeError(f"suggested_geometry: tokens must be an int (got {tokens!r})")
-    if tokens < 0:
-        raise ValueError(f"suggested_geometry: tokens must be 0 or more (got {tokens})")
-    return (1, 128) if tokens < FEW_TOKENS else (2, 256)
+    count = _count("suggested_geometry", "tokens", tokens)
+    return (1, 128) if count < FEW_TOKENS else (2, 256)
 
 
 def _d_check(instance: Any, attribute: Any, value: int) -> None:
@@ -76,8 +73,9 @@ class SiluMul:
             ``.maxntid 1024``, so ptxas keeps to 64 registers and any block up to 1024
             threads fits; sm_90 uses 22 to 64 registers, more with larger ``unroll``).
         l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (PTX ISA "ld",
-            eviction priority; the same results, bit for bit): 3 to 8% faster for launches
-            moving 3 to 50 MB, 2 to 10% slower from 100 MB (H200), so off by default;
+            eviction priority; the same results, bit for bit): 1 to 7% faster by CUDA-graph
+            replay for launches moving 3 to 50 MB, 2 to 9% slower from 100 MB (H200), so off
+            by default;
             :func:`~specdsl.kernels.suggested_l1_no_allocate` says which from the launch's
             :meth:`bytes_moved`.
         block (launch): threads per CTA, a multiple of 32 up to 1024.

@@ -73,8 +73,9 @@ class SiluMulQuant:
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
         block (baked): threads per CTA (:func:`default_block`).
         l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
-            scales): faster for launches moving 3 to 50 MB, slower from 100 MB (H200), so
-            off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate` says which.
+            scales): faster by graph replay for launches moving 3 to 50 MB, slower from
+            100 MB (H200), so off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate`
+            says which.
 
     Raises:
         SpecError: at construction, for a field outside the ranges above.

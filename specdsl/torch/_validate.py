@@ -151,13 +151,13 @@ def concrete(*values: Any) -> bool:
 
 
 def rows(t: torch.Tensor) -> int:
-    """The rows of ``t``: every leading dimension of its last (0 for rows of no elements,
-    which the request then refuses)."""
+    """The rows of ``t``: the product of every dimension but the last (0 where the last is
+    0, a row of no elements, which the request then refuses)."""
     return t.numel() // t.shape[-1] if t.shape[-1] else 0
 
 
 def request(op: str, name: str, t: torch.Tensor, build: Callable[..., R], *key: Any) -> R:
-    """``build(*key)``, a cached request; a refusal names the op and the shape of the tensor
+    """``build(*key)``, the request; a refusal names the op and the shape of the tensor
     ``name`` it came from (the message is only formatted on a refusal).
 
     Raises:

@@ -2,9 +2,13 @@
 
 Each function here is the one place its op turns shapes and arguments into a request
 (a spec instance): keyed by plain values (ints, floats, strings, torch dtypes) in an
-LRU cache, so a call with a combination seen before builds nothing; it only looks the
-request up. Every field these functions do not name keeps the spec class's default, so
-the ops follow the kernels' own policies (block sizes, row-length limits) as they change.
+LRU cache, so a call with a combination seen before builds no spec from its arguments. Every
+field these functions do not name keeps the spec class's default, so the ops follow the
+kernels' own policies (block sizes, row-length limits) as they change; the exceptions follow
+the row count of a call (``rows``): Softmax's split and kept exponentials, SiluMul's geometry
+(:func:`~specdsl.kernels.silu_mul.suggested_geometry`) and the FP8 and SiluMul loads without
+L1 lines (:func:`~specdsl.kernels.small_launch_loads`, which returns a new request object for
+a launch in its window; the ops keep it in their plan for the shape).
 
 They are public so that a build machine can pre-fill a disk cache with exactly the
 requests the ops will make (see ``docs/torch.md``)::
@@ -22,7 +26,7 @@ Raises (every function):
 from __future__ import annotations
 
 import functools
-from typing import Literal, cast
+from typing import Literal, TypeVar, cast
 
 import torch
 
@@ -54,6 +58,8 @@ DTYPES = {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DT
 
 # Distinct requests kept per op: far more than the shapes of one model.
 _KEPT = 1024
+
+_R = TypeVar("_R", SiluMul, SiluMulQuant, Fp8Quant)
 
 
 def dtype_of(dtype: torch.dtype) -> DType:
@@ -134,32 +140,43 @@ def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: 
                 style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
-def silu_and_mul(d: int, dtype: torch.dtype, rows: int) -> SiluMul:
+def _for_rows(spec: _R, rows: int | None) -> _R:
+    """``spec`` with the loads of a launch over ``rows`` rows; None: a large launch's (the
+    request these functions built before they took the row count)."""
+    return spec if rows is None else small_launch_loads(spec, rows)
+
+
+def silu_and_mul(d: int, dtype: torch.dtype, rows: int | None = None) -> SiluMul:
     """The :class:`~specdsl.kernels.SiluMul` for ``rows`` rows of ``2 * d`` inputs, ``d``
     outputs: the geometry of :func:`~specdsl.kernels.silu_mul.suggested_geometry`, and loads
-    without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`)."""
-    unroll, block = suggested_geometry(rows)
-    return small_launch_loads(_silu_and_mul(d, dtype, unroll, block), rows)
+    without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`).
+    ``rows=None``: the request of a large launch, the kernel's defaults."""
+    geometry = None if rows is None else suggested_geometry(rows)
+    return _for_rows(_silu_and_mul(d, dtype, geometry), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def _silu_and_mul(d: int, dtype: torch.dtype, unroll: int, block: int) -> SiluMul:
+def _silu_and_mul(d: int, dtype: torch.dtype, geometry: tuple[int, int] | None) -> SiluMul:
+    if geometry is None:
+        return SiluMul(dtype=dtype_of(dtype), d=d)
+    unroll, block = geometry
     return SiluMul(dtype=dtype_of(dtype), d=d, unroll=unroll, block=block)
 
 
-def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool, rows: int) -> Fp8Quant:
+def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool,
+                     rows: int | None = None) -> Fp8Quant:
     """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``: per-token
     dynamic scales, or (``static``) one f32 scale read from device memory at launch; loads
-    without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`)."""
-    return small_launch_loads(_fp8_quant(hidden, dtype, "static_param" if static else "dynamic"),
-                              rows)
+    without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`;
+    ``rows=None``: a large launch's)."""
+    return _for_rows(_fp8_quant(hidden, dtype, "static_param" if static else "dynamic"), rows)
 
 
-def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype, rows: int) -> Fp8Quant:
+def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype,
+                              rows: int | None = None) -> Fp8Quant:
     """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``, one scale a
-    group of 128 elements (``scale_mode="group"``); loads without L1 lines where the launch
-    is small (:func:`~specdsl.kernels.small_launch_loads`)."""
-    return small_launch_loads(_fp8_quant(hidden, dtype, "group"), rows)
+    group of 128 elements (``scale_mode="group"``); loads as :func:`scaled_fp8_quant`'s."""
+    return _for_rows(_fp8_quant(hidden, dtype, "group"), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
@@ -182,11 +199,11 @@ def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: 
                         l2_evict_last=l2_evict_last)
 
 
-def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str, rows: int) -> SiluMulQuant:
+def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
+                       rows: int | None = None) -> SiluMulQuant:
     """The :class:`~specdsl.kernels.SiluMulQuant` for ``rows`` rows of ``2 * d`` inputs,
-    ``d`` codes, with scales of ``scale_mode``; loads without L1 lines where the launch is
-    small (:func:`~specdsl.kernels.small_launch_loads`)."""
-    return small_launch_loads(_silu_and_mul_quant(d, dtype, scale_mode), rows)
+    ``d`` codes, with scales of ``scale_mode``; loads as :func:`scaled_fp8_quant`'s."""
+    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
