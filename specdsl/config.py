@@ -100,17 +100,18 @@ def parse_cap(name: str, text: str) -> int | None:
     return size
 
 
-def bare_cap_problem(text: str, size: int | None) -> str | None:
+def bare_cap_problem(text: str, size: int | None, off: bool = True) -> str | None:
     """What is wrong with ``text``, a cap :func:`parse_size` read as ``size`` bytes, when it
     is digits alone below :data:`SMALLEST_BARE_CAP` (``"4 is 4 bytes, under 1 MiB, ..."``,
-    with the units to give); ``None`` for any other cap."""
+    with the units to give, and with ``off`` the words for no cap); ``None`` for any other
+    cap."""
     word = text.strip()
     if size is None or size >= SMALLEST_BARE_CAP or not word.isdigit():
         return None
     big, small = ("G", "M") if size < 1024 else ("M", "K")  # 4: 4G; 4096: 4096M
     return (f"{word} is {size} bytes, under 1 MiB, which holds a handful of cached modules "
             f"at most: give a unit, such as {word}{big} or {word}{small} (or {word}B if bytes "
-            f"are meant), or off/0/none for no limit")
+            f"are meant)" + (", or off/0/none for no limit" if off else ""))
 
 
 def parse_folder(name: str, text: str,

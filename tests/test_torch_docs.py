@@ -33,14 +33,14 @@ def _run(*markers: str) -> dict:
 
 
 def test_prefill_compiles_each_request_once(tmp_path):
-    """The pre-fill example compiles the block's requests for 8, 256 and 4096 tokens on a
-    machine without a GPU: eight, as SiluMul takes three requests (one vector a thread at 8,
-    with loads without L1 lines at 256, the defaults at 4096) and Fp8Quant two (its loads);
-    run again on the same folder, it finds all eight on disk and compiles nothing."""
+    """The pre-fill example compiles the block's requests for 1 to 8192 tokens on a machine
+    without a GPU: nine, as SiluMul takes four (each geometry with and without loads without
+    L1 lines: 1 to 42, 43 to 1023, 1024 to 1365 and 1366 rows on, at d 8192) and Fp8Quant
+    two; run again on the same folder, it finds all nine on disk and compiles nothing."""
     prefill = _run("def prefill")["prefill"]
     first, again = prefill(tmp_path / "cache"), prefill(tmp_path / "cache")
-    assert (first.compiles, first.disk_hits) == (8, 0)
-    assert (again.compiles, again.disk_hits) == (0, 8)
+    assert (first.compiles, first.disk_hits) == (9, 0)
+    assert (again.compiles, again.disk_hits) == (0, 9)
 
 
 def test_torch_reference_ops_match_float64():
@@ -128,7 +128,7 @@ def test_prefilled_cache_serves_the_block(tmp_path, device_executor):
     if device_executor.target.sm != "sm_90":
         pytest.skip(f"the example pre-fills sm_90; device 0 is {device_executor.target.sm}")
     namespace = _run("class DecoderBlock", "def prefill")
-    assert namespace["prefill"](tmp_path).compiles == 8
+    assert namespace["prefill"](tmp_path).compiles == 9
     executor = Executor(0, cache_dir=tmp_path)
     sd.use_executor(executor)
     block = namespace["DecoderBlock"](namespace["SpecdslOps"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -124,3 +126,16 @@ def test_small_launches_take_their_geometry_and_loads(built, expected):
     small_launch_loads); the geometry's block is a launch field, so it is compared too."""
     request = built()
     assert request == expected and request.block == expected.block
+
+
+@pytest.mark.parametrize("rows", [-1, 2.5, "256", True])
+def test_a_bad_row_count_is_a_spec_error_naming_the_function(rows):
+    """A row count that is not an int of 0 or more: SpecError naming the specs function and
+    rows, as every specs function refuses a bad value."""
+    for name, call in (("silu_and_mul", lambda: specs.silu_and_mul(4096, torch.bfloat16, rows)),
+                       ("scaled_fp8_quant",
+                        lambda: specs.scaled_fp8_quant(4096, torch.bfloat16, False, rows))):
+        with pytest.raises(SpecError, match=rf"specs\.{name}: rows must be an int of 0 or "
+                                            rf"more, or None for a large launch's request "
+                                            rf"\(got {re.escape(repr(rows))}\)"):
+            call()

@@ -39,12 +39,12 @@ def _cap(text: str) -> int:
     else:  # parse_size's None is an off word: no cap in SPECDSL_CACHE_MAX_BYTES, so say so
         off = ("; 0, off and none mean no cap in SPECDSL_CACHE_MAX_BYTES: to remove every "
                "entry, use 'cache clear'") if size is None else ""
-    problem = bare_cap_problem(text, size)  # 4, meant as 4G, would empty the cache
+    problem = bare_cap_problem(text, size, off=False)  # 4, meant as 4G, would empty the cache
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{problem}; to remove every entry, use 'cache clear'")
     if size is None:
         raise argparse.ArgumentTypeError(f"must be a size in bytes such as 1073741824, 512M "
-                                         f"or 4G (got {text!r}){off}")
+                                         f"or 4G, a whole number (got {text!r}){off}")
     return size
 
 

@@ -35,6 +35,8 @@ L1_NO_ALLOCATE_MAX_BYTES = 64 * 2**20
 
 L1_NO_ALLOCATE_DOC = ("load x with .L1::no_allocate: faster by CUDA-graph replay for launches "
                       "moving 3 to 50 MB, slower from 100 MB (suggested_l1_no_allocate)")
+#: Fp8Quant's: the same, for rows held in registers only.
+FP8_L1_NO_ALLOCATE_DOC = L1_NO_ALLOCATE_DOC + "; rows in registers only, refused in a window or chunks"
 
 
 def _count(function: str, name: str, value: Any) -> int:
@@ -94,6 +96,9 @@ def small_launch_loads(spec: _S, tokens: int) -> _S:
         ValueError: ``tokens`` is negative.
     """
     count = _count("small_launch_loads", "tokens", tokens)
+    if isinstance(spec, type):
+        raise TypeError(f"small_launch_loads: expected a request (an instance, such as "
+                        f"{spec.__name__}(...)), got the class {spec.__name__}")
     if not isinstance(getattr(spec, "l1_no_allocate", None), bool):
         raise TypeError(f"small_launch_loads: {type(spec).__name__} has no l1_no_allocate "
                         f"field (SiluMul, SiluMulQuant and Fp8Quant have one)")

@@ -19,7 +19,7 @@ from ._rows import (
     threads_for,
     windowed,
 )
-from ._streaming import L1_NO_ALLOCATE_DOC, l1_no_allocate_field
+from ._streaming import FP8_L1_NO_ALLOCATE_DOC, l1_no_allocate_field
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
@@ -158,7 +158,7 @@ class Fp8Quant:
     block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
                                      takes_self=True),
                        validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
-    l1_no_allocate: bool = baked(False, validator=l1_no_allocate_field, doc=L1_NO_ALLOCATE_DOC)
+    l1_no_allocate: bool = baked(False, validator=l1_no_allocate_field, doc=FP8_L1_NO_ALLOCATE_DOC)
 
     #: the requests `specdsl verify --variants` compiles: common widths, DeepSeek-V3's MLP
     #: width (18432: 288 threads), rows at any phase (4097, 4100: window.ptx.j2), rows longer than the registers (131073, 65540 f32: chunks), the static modes.

@@ -140,9 +140,22 @@ def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: 
                 style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
+def _rows(function: str, rows: int | None) -> int | None:
+    """``rows`` checked: None, or an int of 0 or more (a NumPy integer too)."""
+    if rows is None:
+        return None
+    try:
+        suggested_geometry(rows)  # the same check as every row-count function's
+    except (TypeError, ValueError):
+        raise SpecError(f"specs.{function}: rows must be an int of 0 or more, or None for a "
+                        f"large launch's request (got {rows!r})") from None
+    return int(rows)
+
+
 def _for_rows(spec: _R, rows: int | None) -> _R:
-    """``spec`` with the loads of a launch over ``rows`` rows; None: a large launch's (the
-    request these functions built before they took the row count)."""
+    """``spec`` with the loads of a launch over ``rows`` rows (checked by :func:`_rows`);
+    None: a large launch's (the request these functions built before they took the row
+    count)."""
     return spec if rows is None else small_launch_loads(spec, rows)
 
 
@@ -151,6 +164,7 @@ def silu_and_mul(d: int, dtype: torch.dtype, rows: int | None = None) -> SiluMul
     outputs: the geometry of :func:`~specdsl.kernels.silu_mul.suggested_geometry`, and loads
     without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`).
     ``rows=None``: the request of a large launch, the kernel's defaults."""
+    rows = _rows("silu_and_mul", rows)
     geometry = None if rows is None else suggested_geometry(rows)
     return _for_rows(_silu_and_mul(d, dtype, geometry), rows)
 
@@ -169,14 +183,15 @@ def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool,
     dynamic scales, or (``static``) one f32 scale read from device memory at launch; loads
     without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`;
     ``rows=None``: a large launch's)."""
-    return _for_rows(_fp8_quant(hidden, dtype, "static_param" if static else "dynamic"), rows)
+    return _for_rows(_fp8_quant(hidden, dtype, "static_param" if static else "dynamic"),
+                     _rows("scaled_fp8_quant", rows))
 
 
 def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype,
                               rows: int | None = None) -> Fp8Quant:
     """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``, one scale a
     group of 128 elements (``scale_mode="group"``); loads as :func:`scaled_fp8_quant`'s."""
-    return _for_rows(_fp8_quant(hidden, dtype, "group"), rows)
+    return _for_rows(_fp8_quant(hidden, dtype, "group"), _rows("per_token_group_quant_fp8", rows))
 
 
 @functools.lru_cache(maxsize=_KEPT)
@@ -203,7 +218,7 @@ def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
                        rows: int | None = None) -> SiluMulQuant:
     """The :class:`~specdsl.kernels.SiluMulQuant` for ``rows`` rows of ``2 * d`` inputs,
     ``d`` codes, with scales of ``scale_mode``; loads as :func:`scaled_fp8_quant`'s."""
-    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode), rows)
+    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode), _rows("silu_and_mul_quant", rows))
 
 
 @functools.lru_cache(maxsize=_KEPT)
