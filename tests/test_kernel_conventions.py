@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from specdsl import render
@@ -193,3 +194,19 @@ def test_every_declared_register_is_used():
                 unused.add(f"{name} in {spec!r}")
     assert len(requests) == 370
     assert not unused, sorted(unused)[:5]
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda cls: cls.__name__)
+def test_bytes_moved_takes_a_count(cls):
+    """Every built-in's bytes_moved takes an int of 0 or more (a NumPy integer too, with the
+    same answer) and refuses others naming the method and the value: a negative count gave
+    negative bytes, a float a float."""
+    spec = representative_request(cls)
+    assert spec.bytes_moved(np.int64(7)) == spec.bytes_moved(7) > 0
+    assert spec.bytes_moved(0) >= 0
+    with pytest.raises(ValueError, match=rf"{cls.__name__}\.bytes_moved: \w+ must be 0 or more "
+                                         rf"\(got -1\)"):
+        spec.bytes_moved(-1)
+    with pytest.raises(TypeError, match=rf"{cls.__name__}\.bytes_moved: \w+ must be an int "
+                                        rf"\(got 1\.5\)"):
+        spec.bytes_moved(1.5)

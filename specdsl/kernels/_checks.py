@@ -3,11 +3,12 @@ machinery turns into a SpecError naming the field and the value."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from .._spec.dtype import DType
 
-__all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range"]
+__all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range", "count"]
 
 #: The element types every built-in kernel takes (arithmetic in f32 either way).
 FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)
@@ -47,3 +48,17 @@ def in_range(low: float, high: float):
         if not low <= value <= high:
             raise ValueError(f"expected a value from {low} to {high}")
     return check
+
+
+def count(function: str, name: str, value: Any) -> int:
+    """``value`` as an int of 0 or more (a NumPy integer too), else the error naming
+    ``function`` and ``name`` (a count is not a field: TypeError or ValueError, not SpecError)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{function}: {name} must be an int (got {value!r})")
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{function}: {name} must be an int (got {value!r})") from None
+    if count < 0:
+        raise ValueError(f"{function}: {name} must be 0 or more (got {count})")
+    return count

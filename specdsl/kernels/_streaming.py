@@ -16,10 +16,11 @@ asks :func:`suggested_l1_no_allocate`, as ``specdsl.torch`` does at each call.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Protocol, TypeVar, cast
 
 import attrs
+
+from ._checks import count
 
 __all__ = ["L1_NO_ALLOCATE_MIN_BYTES", "L1_NO_ALLOCATE_MAX_BYTES", "suggested_l1_no_allocate",
            "small_launch_loads"]
@@ -39,19 +40,6 @@ L1_NO_ALLOCATE_DOC = ("load x with .L1::no_allocate: faster by CUDA-graph replay
 FP8_L1_NO_ALLOCATE_DOC = L1_NO_ALLOCATE_DOC + "; rows in registers only, refused in a window or chunks"
 
 
-def _count(function: str, name: str, value: Any) -> int:
-    """``value`` as an int of 0 or more (NumPy integers too), else the error naming it."""
-    if isinstance(value, bool):
-        raise TypeError(f"{function}: {name} must be an int (got {value!r})")
-    try:
-        count = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{function}: {name} must be an int (got {value!r})") from None
-    if count < 0:
-        raise ValueError(f"{function}: {name} must be 0 or more (got {count})")
-    return count
-
-
 def suggested_l1_no_allocate(bytes_moved: int) -> bool:
     """Whether a launch moving ``bytes_moved`` bytes should load ``x`` with
     ``.L1::no_allocate`` (the ``l1_no_allocate`` field of SiluMul, SiluMulQuant and Fp8Quant).
@@ -68,7 +56,7 @@ def suggested_l1_no_allocate(bytes_moved: int) -> bool:
         TypeError: ``bytes_moved`` is not an int (a NumPy integer is one).
         ValueError: ``bytes_moved`` is negative.
     """
-    size = _count("suggested_l1_no_allocate", "bytes_moved", bytes_moved)
+    size = count("suggested_l1_no_allocate", "bytes_moved", bytes_moved)
     return L1_NO_ALLOCATE_MIN_BYTES <= size <= L1_NO_ALLOCATE_MAX_BYTES
 
 
@@ -95,14 +83,14 @@ def small_launch_loads(spec: _S, tokens: int) -> _S:
             (a NumPy integer is one).
         ValueError: ``tokens`` is negative.
     """
-    count = _count("small_launch_loads", "tokens", tokens)
+    launches = count("small_launch_loads", "tokens", tokens)
     if isinstance(spec, type):
         raise TypeError(f"small_launch_loads: expected a request (an instance, such as "
                         f"{spec.__name__}(...)), got the class {spec.__name__}")
     if not isinstance(getattr(spec, "l1_no_allocate", None), bool):
         raise TypeError(f"small_launch_loads: {type(spec).__name__} has no l1_no_allocate "
                         f"field (SiluMul, SiluMulQuant and Fp8Quant have one)")
-    if count == 0 or spec.l1_no_allocate or not suggested_l1_no_allocate(spec.bytes_moved(count)):
+    if launches == 0 or spec.l1_no_allocate or not suggested_l1_no_allocate(spec.bytes_moved(launches)):
         return spec
     if getattr(spec, "windowed", False) or getattr(spec, "chunks", 1) > 1:
         return spec  # Fp8Quant rows the loads are not written for (l1_no_allocate_field)

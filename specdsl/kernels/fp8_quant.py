@@ -10,7 +10,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of
 from ._rows import (
     cdiv,
     check_length,
@@ -231,6 +231,7 @@ class Fp8Quant:
         """Fewest bytes a launch must move: x read once, q written once (1 byte per
         element), and one f32 scale per token (dynamic), per group of 128 (group) or one
         in total (static_param)."""
+        tokens = count("Fp8Quant.bytes_moved", "tokens", tokens)
         scales = {"dynamic": 4 * tokens, "static_param": 4, "static_baked": 0,
                   "group": 4 * tokens * (self.hidden // GROUP_SIZE)}[self.scale_mode]
         return tokens * self.hidden * (self.dtype.size + 1) + scales

@@ -10,7 +10,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
 from .._templating import immediates
-from ._checks import FLOAT_DTYPES, one_of
+from ._checks import FLOAT_DTYPES, count, one_of
 from ._rmsnorm_geometry import (
     KEPT_TWO_VECTOR_CTAS,
     PACKED_ROW_CTAS,
@@ -270,6 +270,7 @@ class RMSNorm:
 
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move: x, weight (and residual) read once, y (and s) written once."""
+        rows = count("RMSNorm.bytes_moved", "rows", rows)
         arrays = 4 if self.fused_residual else 2  # x, y (+ residual in, s out)
         return (arrays * rows + 1) * self.hidden * self.dtype.size
 

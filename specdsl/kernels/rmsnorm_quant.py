@@ -10,7 +10,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
 from . import fp8_quant, rmsnorm
-from ._checks import FLOAT_DTYPES, block_size, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of
 from ._rows import (
     cdiv,
     check_resident,
@@ -245,6 +245,7 @@ class RMSNormQuant:
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move: x, weight (and residual) read once, q (1 byte an
         element, and s) written once, and the scales (f32)."""
+        rows = count("RMSNormQuant.bytes_moved", "rows", rows)
         arrays = 3 if self.fused_residual else 1  # x (+ residual in, s out)
         scales = {"dynamic": 4 * rows, "static": 4,
                   "group": 4 * rows * (self.hidden // fp8_quant.GROUP_SIZE)}[self.scale_mode]

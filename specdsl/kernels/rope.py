@@ -8,7 +8,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, in_range, one_of
 from ._rows import cdiv
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
@@ -153,6 +153,7 @@ class RoPE:
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: the rotated part of q and k read and written
         once, and the positions read (8 bytes each)."""
+        tokens = count("RoPE.bytes_moved", "tokens", tokens)
         rows = tokens * (self.q_heads + self.kv_heads)
         return 2 * rows * self.rotary * self.dtype.size + 8 * tokens
 

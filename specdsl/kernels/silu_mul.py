@@ -8,9 +8,9 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, in_range, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, in_range, one_of
 from ._rows import cdiv
-from ._streaming import L1_NO_ALLOCATE_DOC, _count
+from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMul", "suggested_geometry", "FEW_TOKENS", "reference", "example"]
@@ -33,8 +33,7 @@ def suggested_geometry(tokens: int) -> tuple[int, int]:
         TypeError: ``tokens`` is not an int (a NumPy integer is one).
         ValueError: ``tokens`` is negative.
     """
-    count = _count("suggested_geometry", "tokens", tokens)
-    return (1, 128) if count < FEW_TOKENS else (2, 256)
+    return (1, 128) if count("suggested_geometry", "tokens", tokens) < FEW_TOKENS else (2, 256)
 
 
 def _d_check(instance: Any, attribute: Any, value: int) -> None:
@@ -121,6 +120,7 @@ class SiluMul:
 
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: x read once (2d per row), out written once (d)."""
+        tokens = count("SiluMul.bytes_moved", "tokens", tokens)
         return 3 * tokens * self.d * self.dtype.size
 
 

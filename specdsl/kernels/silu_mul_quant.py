@@ -10,7 +10,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
 from . import fp8_quant, silu_mul
-from ._checks import FLOAT_DTYPES, block_size, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of
 from ._rows import (
     check_resident,
     check_resident_block,
@@ -127,6 +127,7 @@ class SiluMulQuant:
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: x read once (2d a token), q written once (d
         bytes), and the scales (f32)."""
+        tokens = count("SiluMulQuant.bytes_moved", "tokens", tokens)
         scales = {"dynamic": 4 * tokens, "static": 4,
                   "group": 4 * tokens * (self.d // fp8_quant.GROUP_SIZE)}[self.scale_mode]
         return tokens * self.d * (2 * self.dtype.size + 1) + scales

@@ -12,7 +12,7 @@ from .._spec.dtype import DType
 from .._spec.fields import baked
 from .._templating import immediates
 from ..errors import RenderError, SpecError
-from ._checks import FLOAT_DTYPES, one_of
+from ._checks import FLOAT_DTYPES, count, one_of
 from ._rows import (
     MAX_GRID_X,
     check_length,
@@ -301,6 +301,7 @@ class Softmax:
 
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move through device memory: x read once, y written once."""
+        rows = count("Softmax.bytes_moved", "rows", rows)
         return 2 * rows * self.cols * self.dtype.size
 
     def bytes_read(self, rows: int) -> int:
@@ -309,6 +310,7 @@ class Softmax:
         :attr:`vector_bytes`; pass 2 finds the last chunk in the registers). The first
         term is the row's own bytes: a window's edge vectors, loaded whole, also touch
         bytes of the neighbouring rows, which are not counted."""
+        rows = count("Softmax.bytes_read", "rows", rows)
         per_thread, _, chunks = resident_geometry(self, self.rows_per_cta)
         again = (chunks - 1) * self.block * per_thread * self.vector_bytes
         return rows * (self.cols * self.dtype.size + again)

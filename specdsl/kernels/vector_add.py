@@ -8,7 +8,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of
 from ._rows import MAX_GRID_X, cdiv
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
@@ -69,6 +69,7 @@ class VectorAdd:
 
     def bytes_moved(self, n: int) -> int:
         """Fewest bytes a launch must move: ``a`` and ``b`` read once, ``out`` written once."""
+        n = count("VectorAdd.bytes_moved", "n", n)
         return 3 * n * self.dtype.size
 
 
