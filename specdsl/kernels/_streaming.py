@@ -90,18 +90,24 @@ def small_launch_loads(spec: _S, tokens: int) -> _S:
     if not isinstance(getattr(spec, "l1_no_allocate", None), bool):
         raise TypeError(f"small_launch_loads: {type(spec).__name__} has no l1_no_allocate "
                         f"field (SiluMul, SiluMulQuant and Fp8Quant have one)")
-    if launches == 0 or spec.l1_no_allocate or not suggested_l1_no_allocate(spec.bytes_moved(launches)):
+    if (launches == 0 or spec.l1_no_allocate or not _rows_take_the_field(spec)
+            or not suggested_l1_no_allocate(spec.bytes_moved(launches))):
         return spec
-    if getattr(spec, "windowed", False) or getattr(spec, "chunks", 1) > 1:
-        return spec  # Fp8Quant rows the loads are not written for (l1_no_allocate_field)
     evolved: _S = attrs.evolve(cast(Any, spec), l1_no_allocate=True)  # an attrs spec class
     return evolved
 
 
+def _rows_take_the_field(spec: Any) -> bool:
+    """Whether the loads without L1 lines are written for ``spec``'s rows: always for SiluMul
+    and SiluMulQuant; for Fp8Quant, rows held in registers in whole vectors (one pass, no
+    window)."""
+    return not getattr(spec, "windowed", False) and getattr(spec, "chunks", 1) == 1
+
+
 def l1_no_allocate_field(instance: Any, attribute: Any, value: bool) -> None:
-    """Fp8Quant's validator: the loads are written for rows held in registers in whole
-    vectors (one pass, no window); elsewhere the field is refused, not ignored."""
-    if value and (instance.windowed or instance.chunks > 1):
+    """Fp8Quant's validator: where :func:`_rows_take_the_field` says no, the field is
+    refused, not ignored."""
+    if value and not _rows_take_the_field(instance):
         where = "walked in a window" if instance.windowed else f"in {instance.chunks} chunks"
         raise ValueError(f"expected False for hidden={instance.hidden} {instance.dtype}: the "
                          f"loads without L1 lines are written for rows held in registers in "

@@ -40,7 +40,7 @@ def _norm_plan(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: 
     if residual is not None:
         _validate.disjoint(op, "x", x, "residual", residual)
     spec = _norm_request(op, x, eps, residual is not None, mode, l2_evict_last)
-    return _validate.plan(spec, x.numel() // x.shape[-1], scales_shape(x, mode))
+    return _validate.plan(spec, _validate.rows(x), scales_shape(x, mode))
 
 
 _NORM_PLANS = _validate.Plans()

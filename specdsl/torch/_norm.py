@@ -50,7 +50,7 @@ def _plan(op: str, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor
     if residual is not None:
         _validate.disjoint(op, "x", x, "residual", residual)
     return _validate.plan(_request(op, x, eps, residual is not None, l2_evict_last),
-                          x.numel() // x.shape[-1])
+                          _validate.rows(x))
 
 
 _RMS_NORM_PLANS = _validate.Plans()

@@ -42,6 +42,7 @@ from ..kernels import (
     Softmax,
     small_launch_loads,
 )
+from ..kernels._checks import count
 from ..kernels.silu_mul import suggested_geometry
 from ..kernels.softmax import (
     KEPT_EXPONENTIALS_ROWS_PER_SM,
@@ -145,11 +146,10 @@ def _rows(function: str, rows: int | None) -> int | None:
     if rows is None:
         return None
     try:
-        suggested_geometry(rows)  # the same check as every row-count function's
+        return count(f"specs.{function}", "rows", rows)
     except (TypeError, ValueError):
         raise SpecError(f"specs.{function}: rows must be an int of 0 or more, or None for a "
                         f"large launch's request (got {rows!r})") from None
-    return int(rows)
 
 
 def _for_rows(spec: _R, rows: int | None) -> _R:
