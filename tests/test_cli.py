@@ -203,7 +203,13 @@ def test_a_request_the_target_cannot_run_is_named_in_cli_words(capsys, argv):
     (["render", "vectoradd", "--target", "sm90"], "specdsl render: error: argument --target: "),
     (["verify", "--max-registers", "many"], "specdsl verify: error: argument --max-registers: "
                                             "invalid int value: 'many'"),
-    (["run", "extra"], "specdsl run: error: unexpected words: extra"),
+    (["run", "extra"], "specdsl run: error: unknown spec 'extra': built-in specs are "),
+    (["run", "--tokens", "0"], "specdsl run: error: argument --tokens: expected a whole "
+                               "number >= 1 (got '0')"),
+    (["run", "silumul", "--tokens"], "specdsl run: error: argument --tokens: expected one "
+                                     "argument"),
+    (["check-keys", "--samples", "\u00b2"], "specdsl check-keys: error: argument --samples: "
+                                           "expected a whole number >= 0 (got '\u00b2')"),
 ])
 def test_argparse_errors_are_one_line(capsys, argv, line):
     """argparse's own errors follow the rule too: one line (no usage block), exit 2."""
@@ -601,7 +607,7 @@ FIELDS = ["hidden=4096", "hidden=2048", "hidden=-1", "hidden=abc", "dtype=f16", 
           "fused_residual=maybe", "mode=exact", "dims=1,2,3", "limit=none"]
 OPTIONS = ["--target", "sm_90", "sm_90a", "sm_80", "sm90", "--json", "--variants", "--grid",
            "--no-spills", "--max-registers", "0", "64", "--samples", "--explain", "-v",
-           "--strict", "--out", "renders", "--bogus", "--", "--target-b", "-h"]
+           "--strict", "--out", "renders", "--bogus", "--", "--target-b", "-h", "--tokens"]
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ The conventions (stated at the top of docs/index.md):
   status is checked either way. ``NAME=value`` words before ``specdsl`` set those
   environment variables for that command only. Lines running any other program are shown, not run.
 - A block whose info string adds ``gpu`` (```pycon gpu, ```console gpu) and every
-  ``specdsl run`` line runs only where a GPU is found. Any other block (```python,
-  ```sh, ```text, ...) is not run.
+  ``specdsl run`` line runs only where a GPU is found, but for a ``specdsl run`` line
+  marked ``# exits 2``, a request error that ``run`` finds before it opens the device.
+  Any other block (```python, ```sh, ```text, ...) is not run.
 - Each page runs in its own empty working folder, which is also on ``sys.path`` (as for
   ``python -m specdsl``), so a page can write a module and then name it as ``module:Class``.
 """
@@ -156,7 +157,8 @@ def _check_console(page: Path, block: Block, failures: list[str]) -> None:
         argv = _specdsl_argv(command)
         if argv is None:
             continue
-        if argv[:1] == ["run"] and gpu_available() is not None:
+        if (argv[:1] == ["run"] and gpu_available() is not None
+                and expected_exit(command) != 2):  # a request error needs no GPU
             continue
         with _environ(_environment(command)):
             code, output = _run_cli(argv)

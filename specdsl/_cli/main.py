@@ -103,10 +103,16 @@ def _target(text: str) -> Target:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (got {text!r})")
+def _count(text: str, minimum: int = 0) -> int:
+    """``text`` as an int >= ``minimum`` in ASCII digits alone (no sign, no ``_``, none of
+    the other scripts' digits that ``str.isdigit`` takes)."""
+    if not (text.isascii() and text.isdigit()) or int(text) < minimum:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum} (got {text!r})")
     return int(text)
+
+
+def _positive_count(text: str) -> int:
+    return _count(text, 1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,9 +220,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print a JSON array, one object a class")
 
     p = command("run", _lazy("review", "command_run"),
-                "run each built-in kernel on the GPU against a float64 NumPy reference")
-    p.add_argument("--device", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
+                "run kernels on the GPU against a float64 NumPy reference, through each "
+                "spec module's example(spec, rng, tokens)", "request")
+    p.add_argument("request", nargs="*", metavar=request,
+                   help="requests to run (default: every built-in spec's representative "
+                        "request)")
+    p.add_argument("--tokens", type=_positive_count, default=None, metavar="N",
+                   help="tokens (rows) of each example; VectorAdd's: elements "
+                        "(default: each example's own)")
+    p.add_argument("--device", type=int, default=0, metavar="D", help="CUDA device (default 0)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the inputs")
 
     p = command("cache", _lazy("cache", "command_cache"),
                 "show, prune or clear the disk cache (cubins, PTX, compiled templates)")

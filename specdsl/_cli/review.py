@@ -45,7 +45,7 @@ from .main import B_WORDS, FOUND, OK, UsageError
 from .output import print_json, request_fields, table
 from .specs import names_a_spec, resolve_spec
 
-__all__ = ["split_requests", "collect_requests", "command_render", "command_diff",
+__all__ = ["split_requests", "collect_requests", "named_requests", "command_render", "command_diff",
            "command_verify", "command_run"]
 
 
@@ -92,11 +92,25 @@ def collect_requests(words: Sequence[str], *, variants: bool,
             elif (getattr(cls, VARIANTS_ATTRIBUTE, None) is None
                   and not has_finite_baked_field(cls)):
                 notes.append(_one_variant_note(cls, pinned))
-        elif assignments:
-            requests.append(parse_request(cls, assignments))
         else:
-            requests.append(representative_request(cls))
+            requests.append(_request(cls, assignments))
     return unique(requests, key=lambda request: derived_key(request, target)), notes
+
+
+def named_requests(words: Sequence[str]) -> list[Any]:
+    """One request per SPEC in the CLI words, in order, none left out (``run``, where
+    requests that share a derived key still launch differently): its field words, or
+    without any, :func:`~specdsl._review.variants.representative_request`.
+
+    Raises:
+        SpecError: an unknown spec or field, or an invalid value.
+    """
+    return [_request(resolve_spec(name), assignments)
+            for name, assignments in split_requests(words)]
+
+
+def _request(cls: type, assignments: list[str]) -> Any:
+    return parse_request(cls, assignments) if assignments else representative_request(cls)
 
 
 def _request_words(cls: type, pinned: dict[str, Any]) -> str:
@@ -317,19 +331,31 @@ def command_verify(args: argparse.Namespace) -> int:
 # --- run -----------------------------------------------------------------------------------
 
 def command_run(args: argparse.Namespace) -> int:
-    """``specdsl run [--device N] [--seed S]``: every built-in kernel on the GPU against its
-    float64 reference, one table row each; exit 1 if one fails.
+    """``specdsl run [SPEC [field=value ...] ...] [--tokens N] [--device D] [--seed S]``:
+    each request named (default: every built-in's representative request) on the GPU
+    against its float64 reference, through its module's ``example(spec, rng, tokens)``;
+    one table row each; exit 1 if one fails.
+
+    The requests and their cases are made before the device is opened, so a request error
+    is reported on a machine without a GPU too.
 
     Raises:
+        SpecError: an unknown spec or field, a bad value, a spec whose module has no
+            usable ``example()`` (the CLI prints one line and exits 2).
         LaunchError: no CUDA device (the CLI prints one line and exits 2).
     """
     import numpy as np
 
-    from .._review.demo import run_builtins
+    from .._review.demo import builtin_cases, request_cases, run_cases
     from .._runtime.executor import Executor
 
+    rng = np.random.default_rng(args.seed)
+    if args.request:
+        cases = request_cases(named_requests(args.request), rng, args.tokens)
+    else:
+        cases = builtin_cases(rng, args.tokens)
     executor = Executor(device=args.device)
-    runs = run_builtins(executor, np.random.default_rng(args.seed))
+    runs = run_cases(executor, cases)
     rows = []
     for run in runs:
         verdict = "PASS" if run.passed else (f"FAIL ({run.problem})" if run.problem else "FAIL")

@@ -1,25 +1,36 @@
-"""Every built-in kernel on the GPU against its float64 NumPy reference (``specdsl run``).
+"""Kernels on the GPU against their float64 NumPy references (``specdsl run``).
 
-:func:`run_builtins` returns one :class:`KernelRun` per kernel; the command line prints
-them. :func:`run_case` drives one :class:`~specdsl.kernels.case.KernelCase` with cuda.core
-and NumPy alone (no torch): inputs travel through pinned host buffers, outputs are
-poisoned with 0xFF bytes (a NaN in every float format) so an element the kernel never
-writes cannot pass, and the result is ``{output name: ||out - ref|| / ||ref||}``.
+A request becomes a :class:`~specdsl.kernels.case.KernelCase` through its spec module's
+``example(spec, rng, count)`` (:func:`example_case`; the count, the example's third
+parameter, is ``tokens``, ``rows`` or ``n`` in the built-ins). :func:`builtin_cases` makes
+each built-in kernel's representative case, :func:`request_cases` the cases of named
+requests, and :func:`run_cases` runs them, one :class:`KernelRun` each; the command line
+prints them. :func:`run_case` drives one case with cuda.core and NumPy alone (no torch):
+inputs travel through pinned host buffers, outputs are poisoned with 0xFF bytes (a NaN in
+every float format) so an element the kernel never writes cannot pass, and the result is
+``{output name: ||out - ref|| / ||ref||}``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib
+import inspect
 import math
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from .._runtime.cudacore import load as load_cuda_core
-from ..errors import LaunchError
+from ..errors import LaunchError, SpecdslError, SpecError
 
-__all__ = ["run_case", "builtin_cases", "KernelRun", "run_builtins"]
+__all__ = ["run_case", "example_function", "example_case", "builtin_cases", "request_cases",
+           "KernelRun", "run_cases", "run_builtins"]
+
+#: ``(kernel name, case or None, why there is no case or "")``, as :func:`run_cases` takes.
+Case = tuple[str, Any, str]
 
 # 0xFF in every byte is a NaN in f16, bf16, f32, f64 and in fp8 E4M3 (S.1111.111).
 POISON = 0xFF
@@ -120,27 +131,121 @@ def run_case(executor: Any, case: Any, rng: Any = None) -> dict[str, float]:
         stream.close()
 
 
-def builtin_cases(rng: Any) -> list[tuple[str, Any, str]]:
+def example_function(cls: type) -> Callable[..., Any]:
+    """The ``example(spec, rng, count)`` function of the module that defines ``cls``.
+
+    Raises:
+        SpecError: the module has no ``example`` function (the message names the class,
+            the module and what ``specdsl run`` needs).
+    """
+    module = sys.modules.get(cls.__module__) or importlib.import_module(cls.__module__)
+    example: Callable[..., Any] | None = getattr(module, "example", None)
+    if not callable(example):
+        raise SpecError(f"{cls.__qualname__} cannot be run: specdsl run needs an "
+                        f"example(spec, rng, tokens) function in its module "
+                        f"{module.__name__!r}, returning a specdsl.kernels.case.KernelCase "
+                        f"(the module has none)")
+    return example
+
+
+def _count_parameter(signature: inspect.Signature | None) -> inspect.Parameter | None:
+    """An example's count: its parameter after ``spec`` and ``rng`` (``tokens``, ``rows``,
+    ``n``, whatever its name), or ``None`` when there is none."""
+    params = [] if signature is None else list(signature.parameters.values())
+    if len(params) < 3 or params[2].kind in (inspect.Parameter.VAR_POSITIONAL,
+                                             inspect.Parameter.VAR_KEYWORD):
+        return None
+    return params[2]
+
+
+def example_case(spec: Any, rng: Any, count: int | None = None) -> Any:
+    """``spec``'s case from its module's ``example(spec, rng, count)``.
+
+    Args:
+        spec: the request.
+        rng: a NumPy ``Generator`` for the inputs.
+        count: the example's count (tokens or rows; VectorAdd: elements), passed as its
+            third parameter whatever its name; ``None``: the example's own default.
+
+    Returns:
+        The example's :class:`~specdsl.kernels.case.KernelCase`.
+
+    Raises:
+        SpecError: the module has no ``example`` (:func:`example_function`), or one that
+            cannot be called as ``example(spec, rng)`` (or, with ``count``, as
+            ``example(spec, rng, count)``).
+    """
+    cls = type(spec)
+    example = example_function(cls)
+    where = f"{cls.__qualname__}'s example() (in module {cls.__module__!r})"
+    try:
+        signature: inspect.Signature | None = inspect.signature(example)
+    except (TypeError, ValueError):  # none to read (a builtin): the call itself will say
+        signature = None
+    args: list[Any] = [spec, rng]
+    kwargs: dict[str, Any] = {}
+    if count is not None:
+        param = _count_parameter(signature)
+        if param is None:
+            raise SpecError(f"{where} takes no count (a third parameter after spec and rng, "
+                            f"such as tokens): give no count (no --tokens)")
+        if param.kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[param.name] = count
+        else:
+            args.append(count)
+    try:
+        if signature is not None:
+            signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise SpecError(f"{where} cannot be called as example(spec, rng"
+                        f"{', tokens' if count is not None else ''}): {exc}") from None
+    return example(*args, **kwargs)
+
+
+def builtin_cases(rng: Any, count: int | None = None) -> list[Case]:
     """``(kernel name, case, problem)`` for each built-in kernel's representative request.
 
     The request is :func:`specdsl._review.variants.representative_request` (the default
-    request, or the first of the class's ``variants``). When no case can be made (no
-    ``example()``, no default request) ``case`` is ``None`` and ``problem`` says why.
+    request, or the first of the class's ``variants``), its case made by
+    :func:`example_case` with ``count``. When no case can be made (no ``example()``, no
+    default request, an example that raises) ``case`` is ``None`` and ``problem`` says why.
     """
     from .. import kernels
     from .variants import representative_request
 
-    cases = []
+    cases: list[Case] = []
     for cls in kernels.ALL:
         module = importlib.import_module(cls.__module__)
-        example = getattr(module, "example", None)
-        if example is None:
+        if getattr(module, "example", None) is None:
             cases.append((cls.__name__, None, f"{module.__name__} has no example()"))
             continue
         try:
-            cases.append((cls.__name__, example(representative_request(cls), rng), ""))
+            cases.append((cls.__name__, example_case(representative_request(cls), rng, count),
+                          ""))
         except Exception as exc:  # one kernel's broken example hides no other kernel
             cases.append((cls.__name__, None, f"{type(exc).__name__}: {exc}"))
+    return cases
+
+
+def request_cases(requests: Sequence[Any], rng: Any, count: int | None = None) -> list[Case]:
+    """``(class name, case, problem)`` for each request, through :func:`example_case`.
+
+    An example that raises anything but a specdsl error is a ``problem`` (the run goes
+    on with the other requests); a specdsl error is the caller's.
+
+    Raises:
+        SpecdslError: a request whose module has no usable ``example``, or whose example
+            refuses the request or the count (the first such request's).
+    """
+    cases: list[Case] = []
+    for request in requests:
+        name = type(request).__name__
+        try:
+            cases.append((name, example_case(request, rng, count), ""))
+        except SpecdslError:
+            raise
+        except Exception as exc:  # a broken example hides no other request
+            cases.append((name, None, f"{type(exc).__name__}: {exc}"))
     return cases
 
 
@@ -181,21 +286,29 @@ class KernelRun:
                 and max(self.errors.values()) <= self.tolerance)
 
 
-def run_builtins(executor: Any, rng: Any) -> list[KernelRun]:
-    """Run every built-in kernel's case (:func:`builtin_cases`) on ``executor``'s device.
+def run_cases(executor: Any, cases: Sequence[Case]) -> list[KernelRun]:
+    """Run each case (:func:`builtin_cases`, :func:`request_cases`) on ``executor``'s device.
 
-    A kernel that cannot be run is reported (``problem``) and the others still run.
+    A case that cannot be made or run is reported (``problem``) and the others still run.
     """
     runs = []
-    for name, case, problem in builtin_cases(rng):
+    for name, case, problem in cases:
         if case is None:
             runs.append(KernelRun(name, None, "-", {}, None, problem))
             continue
         try:
-            errors = run_case(executor, case, rng)
+            errors = run_case(executor, case)
         except Exception as exc:  # report and go on: one broken kernel hides no others
             runs.append(KernelRun(name, case.spec, _shape(case), {}, case.tolerance,
                                   f"{type(exc).__name__}: {exc}"))
             continue
         runs.append(KernelRun(name, case.spec, _shape(case), errors, case.tolerance))
     return runs
+
+
+def run_builtins(executor: Any, rng: Any, count: int | None = None) -> list[KernelRun]:
+    """Run every built-in kernel's case (:func:`builtin_cases`) on ``executor``'s device.
+
+    A kernel that cannot be run is reported (``problem``) and the others still run.
+    """
+    return run_cases(executor, builtin_cases(rng, count))
