@@ -15,7 +15,7 @@ __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_reg
            "l2_evict_last_field",
            "register_cap", "ctas_per_sm",
            "min_ctas_for",
-           "check_resident", "check_resident_block"]
+           "check_resident", "check_resident_block", "MAX_SPLIT", "check_split"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
@@ -104,18 +104,49 @@ def threads_for(vectors: int, per_thread: int) -> int:
     return cdiv(cdiv(vectors, per_thread), 32) * 32
 
 
-def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1
+def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, split: int = 1,
                     ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per
-    ``rows_per_cta`` rows (the last CTA may hold fewer).
+    ``rows_per_cta`` rows (the last CTA may hold fewer), or ``split`` CTAs a row (one
+    cluster, consecutive along x).
 
     Raises:
-        SpecError: ``rows`` is not an int from 1 to 2**31 - 1.
+        SpecError: ``rows`` is not an int from 1 to 2**31 - 1, or ``rows * split`` CTAs
+            exceed 2**31 - 1.
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
         raise SpecError(f"{kernel} rows = {rows!r} is invalid: expected an int from 1 "
                         f"to {MAX_GRID_X} (one CTA per row)")
-    return (cdiv(rows, rows_per_cta), 1, 1), (block, 1, 1)
+    ctas = cdiv(rows, rows_per_cta)
+    if ctas * split > MAX_GRID_X:
+        raise SpecError(f"{kernel} rows = {rows} is invalid: expected at most "
+                        f"{MAX_GRID_X // split} rows at split={split} ({split} CTAs a row)")
+    return (ctas * split, 1, 1), (block, 1, 1)
+
+
+#: Most CTAs a row may be split over (Softmax's and SiluMulQuant's ``split``): the largest
+#: portable cluster (CUDA Programming Guide, "Thread Block Clusters": 8 CTAs on every
+#: device that has clusters).
+MAX_SPLIT = 8
+
+
+def check_split(field: str, length: int, dtype: DType, split: int) -> int:
+    """Refuse a ``split`` (CTAs of one cluster sharing a row of ``length`` elements, named
+    ``field`` in the message) outside 1 to :data:`MAX_SPLIT`, or one that does not cut the
+    row into equal whole vectors of :func:`vector_elements`. Returns the vectors of a part.
+
+    Raises:
+        ValueError: naming what is expected (the spec turns it into a SpecError).
+    """
+    if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= MAX_SPLIT:
+        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row (one cluster)")
+    lanes = vector_elements(length, dtype)
+    part, rest = divmod(length // lanes, split)
+    if rest:
+        raise ValueError(f"expected a split of the row into equal whole "
+                         f"{lanes * dtype.size}-byte vectors ({field}={length} of {dtype} is "
+                         f"{length // lanes} vectors)")
+    return part
 
 
 #: The values ``rows_per_cta`` may take (RMSNorm, Softmax): rows a CTA reduces together.
@@ -256,14 +287,16 @@ def check_resident(length: int, dtype: DType) -> None:
                          f"the registers of one CTA")
 
 
-def check_resident_block(length: int, dtype: DType, block: int) -> None:
-    """Refuse a ``block`` too small to keep a row of ``length`` in registers.
+def check_resident_block(length: int, dtype: DType, block: int, split: int = 1) -> None:
+    """Refuse a ``block`` too small to keep a row of ``length`` (its part, with ``split``
+    CTAs a row) in registers.
 
     Raises:
         ValueError: naming the fewest threads that hold it.
     """
     lanes = vector_elements(length, dtype)
-    vectors, most = length // lanes, most_vectors_per_thread(lanes, dtype)
+    vectors, most = length // lanes // split, most_vectors_per_thread(lanes, dtype)
     if vectors > block * most:
-        raise ValueError(f"expected at least {threads_for(vectors, most)} threads: a row of "
+        of = "a row" if split == 1 else f"a CTA's part (split={split})"
+        raise ValueError(f"expected at least {threads_for(vectors, most)} threads: {of} of "
                          f"{vectors} vectors, at most {most} a thread kept in registers")

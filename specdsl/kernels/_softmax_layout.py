@@ -8,6 +8,7 @@ from typing import Any
 
 from .._spec.dtype import DType
 from ._rows import (
+    MAX_SPLIT,
     cdiv,
     ctas_per_sm,
     most_vectors_per_thread,
@@ -30,10 +31,6 @@ MOST_CHUNKS = 8
 #: Most 16-byte vectors of a row one thread holds in registers at a time (32 words;
 #: narrower vectors: 16 of 8 bytes, 32 of 4 or 2, see ``_rows.most_vectors_per_thread``).
 VECTORS_PER_THREAD = 8
-
-#: Most CTAs a row may be split over: the largest portable cluster (CUDA Programming
-#: Guide, "Thread Block Clusters": 8 CTAs on every device that has clusters).
-MAX_SPLIT = 8
 
 #: The ``rows_per_cta`` default (rows of one CTA, split 1): candidates 2 and 4 are timed by
 #: ``benchmarks/variants.py copy-rate`` (docs/kernels/softmax.md).

@@ -14,9 +14,9 @@ from .._templating import immediates
 from ..errors import RenderError, SpecError
 from ._checks import FLOAT_DTYPES, count, one_of
 from ._rows import (
-    MAX_GRID_X,
     check_length,
     check_rows_per_cta,
+    check_split,
     l2_evict_last_field,
     min_ctas_per_sm_field,
     most_vectors_per_thread,
@@ -84,16 +84,10 @@ def _check_scale(instance: Any, attribute: Any, scale: float) -> None:
 
 
 def _check_split(instance: Any, attribute: Any, split: int) -> None:
-    if not 1 <= split <= MAX_SPLIT:
-        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row (one cluster)")
+    slice_vectors = check_split("cols", instance.cols, instance.dtype, split)
     if split > 1:
-        lanes = vector_elements(instance.cols, instance.dtype)
-        slice_vectors, rest = divmod(instance.cols // lanes, split)
-        if rest:
-            raise ValueError(f"expected a split of the row into equal whole "
-                             f"{lanes * instance.dtype.size}-byte vectors (cols={instance.cols} "
-                             f"of {instance.dtype} is {instance.cols // lanes} vectors)")
-        most = 1024 * most_vectors_per_thread(lanes, instance.dtype)
+        most = 1024 * most_vectors_per_thread(vector_elements(instance.cols, instance.dtype),
+                                              instance.dtype)
         if slice_vectors > most:
             raise ValueError(f"expected each CTA's slice to fit its registers (at most "
                              f"{most} vectors; this is {slice_vectors})")
@@ -292,12 +286,7 @@ class Softmax:
             SpecError: ``rows`` is not an int from 1 to 2**31 - 1, or ``rows * split``
                 CTAs exceed 2**31 - 1.
         """
-        (ctas, _, _), block = row_launch_dims("Softmax", rows, self.block, self.rows_per_cta)
-        if ctas * self.split > MAX_GRID_X:
-            raise SpecError(f"Softmax rows = {rows} is invalid: expected at most "
-                            f"{MAX_GRID_X // self.split} rows at split={self.split} "
-                            f"({self.split} CTAs a row)")
-        return (ctas * self.split, 1, 1), block
+        return row_launch_dims("Softmax", rows, self.block, self.rows_per_cta, self.split)
 
     def bytes_moved(self, rows: int) -> int:
         """Fewest bytes a launch must move through device memory: x read once, y written once."""
