@@ -207,7 +207,11 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
 
 
 def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str, **fields: Any) -> BenchCase:
-    spec = SiluMulQuant(d=d, dtype="bf16", scale_mode=mode, **fields)
+    # few tokens share a cluster of CTAs each, as specdsl.torch.silu_and_mul_quant chooses
+    # on an H200 (the shape's detail)
+    split = silu_mul_quant_module.suggested_split(d, "bf16", mode, tokens)
+    auto: dict[str, Any] = {"split": split} if "split" not in fields and split > 1 else {}
+    spec = SiluMulQuant(d=d, dtype="bf16", scale_mode=mode, **fields, **auto)
     if "l1_no_allocate" not in fields:  # as specdsl.torch.silu_and_mul_quant chooses
         spec = small_launch_loads(spec, tokens)
     grid, block = spec.launch_dims(tokens)
@@ -234,7 +238,7 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str, **fields: Any) -
     unfused = lambda: _unfused(torch, _silu_mul_spec(d, tokens),  # noqa: E731
                                _quant_spec(d, mode, tokens=tokens), tokens, d, mode, outputs)
     return BenchCase(spec=spec, kernel="SiluMulQuant", tokens=tokens,
-                     series=f"d={d} {mode}{fields_label(fields)}",
+                     series=f"d={d} {mode}{fields_label(fields)}", detail=fields_label(auto),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl, run_torch=run_torch,
                      torch_args=lambda inputs: (inputs[0], _static(inputs[2], mode)), expected=expected,

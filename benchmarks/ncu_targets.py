@@ -18,7 +18,8 @@ SiluMul, Fp8Quant) at 16384 tokens x 4096 and x 8192, bf16; ``norm``: RMSNorm 16
 RMSNorm and Fp8Quant at 4096 and 4097, Softmax at 50264 and 50257 (16384 tokens; issue 14's odd
 lengths); ``fused``: fused add RMSNorm at 16384 x 4096 and x 8192; ``rows-256``: fused add
 RMSNorm, SiluMul and Softmax (with and without ``keep_exponentials``) at 256 tokens x 8192;
-``rope-small``: RoPE at 1 and 16 tokens x (32+8) x 128.
+``rope-small``: RoPE at 1 and 16 tokens x (32+8) x 128; ``quant-small``: SiluMulQuant with a
+static scale at 16 tokens (d 14336 and 18432).
 
 For each case, every implementation (specdsl, Liger-Kernel, torch.compile, torch eager:
 ``--impls``) is checked against the float64 reference (``harness.check_all``) and called
@@ -43,7 +44,8 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-import cases_norm  # noqa: E402  (benchmarks/ is on sys.path)
+import cases_fused  # noqa: E402  (benchmarks/ is on sys.path)
+import cases_norm  # noqa: E402
 import cases_pointwise  # noqa: E402
 import numpy as np  # noqa: E402
 from harness import IMPLS, BenchCase, Launcher, check_all, describe_error, implementations  # noqa: E402
@@ -89,6 +91,10 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
                                cases_norm._softmax(torch, 256, 8192, keep_exponentials=True)],
     # issue 15: RoPE at 1 and 16 tokens x (32+8) x 128, where Liger leads by 0.04 to 0.08 us
     "rope-small": lambda torch: [cases_pointwise._rope(torch, tokens, 4096) for tokens in (1, 16)],
+    # issue 15: SiluMulQuant with a static scale at 16 tokens (split over 8 CTAs a token),
+    # where torch.compile leads by graph replay
+    "quant-small": lambda torch: [cases_fused._silu_mul_quant(torch, 16, d, "static")
+                                  for d in (14336, 18432)],
     # chunked rows: two passes over each row through one CTA, against a cluster sharing it
     "long": lambda torch: [cases_norm._softmax(torch, 4096, 131072),
                            cases_norm._softmax(torch, 4096, 131072, split=2),

@@ -397,6 +397,30 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_norm._softmax(torch, tokens, cols, dtype, keep_exponentials=keep)
         for dtype, widths in (("f16", (8192,)), ("f32", (4096, 16384)))
         for cols in widths for tokens in (256, 1056, 2112) for keep in (False, True)],
+    # SiluMulQuant at few tokens: one CTA a token against a cluster of `split` CTAs
+    # sharing it, each mode (issue 15: torch.compile's static scale was ahead at 16 tokens)
+    "silu-quant-split": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, mode, split=split)
+        for d in (14336, 18432) for tokens in (1, 16, 64, 128, 256)
+        for mode in cases_fused.MODES for split in (1, 2, 4, 8)] + [
+        cases_fused._silu_mul_quant(torch, 16, d, mode, split=8, block=block)
+        for d, blocks in ((14336, (128, 256)), (18432, (160, 320)))
+        for mode in cases_fused.MODES for block in blocks],
+    # the split's block: a part one vector a thread (the default up to 512 vectors) or two,
+    # at the splits suggested_split gives, beside the unsplit request (torch.compile too)
+    "silu-quant-split-block": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, mode, **fields)
+        for d in (14336, 18432) for mode in cases_fused.MODES
+        for tokens, fields in ((16, {"split": 1}), (16, {}), (16, {"split": 4}),
+                               (16, {"split": 4, "block": {14336: 224, 18432: 576}[d]}),
+                               (32, {"split": 1}), (32, {}), (64, {"split": 1}), (64, {}))],
+    # the static scale's reciprocal after the loads of x (SiluMulQuant) and the scale read
+    # at the start (RMSNormQuant): the requests the torch ops make, torch.compile beside
+    "quant-static-small": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, "static")
+        for d in (14336, 18432) for tokens in (1, 16, 32, 64, 256)] + [
+        cases_fused._rmsnorm_quant(torch, tokens, hidden, fused, "static")
+        for fused in (False, True) for hidden in (4096, 8192) for tokens in (1, 16, 256)],
     # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
     "softmax-split": lambda torch: [
         cases_norm._softmax(torch, tokens, cols, split=split)

@@ -228,7 +228,9 @@ def test_sampling_finds_what_static_reads_cannot(user_module) -> None:
     """key() reads eps but rounds it away: only the sampled proof catches the collision."""
     module = user_module('return f"{self.hidden}-{round(self.eps, 3)}-{self.dtype.ptx}-"'
                          ' f"{self.fused_residual}-{self.block}"')
-    report = analyze_class(_load(module), samples=100, seed=3)
+    # 300 pairs: the sampler's seed holds the module's name, which the order of the tests
+    # sets (keyspecs_<n>); at 100 one name in 12 drew no rendering pair that changes eps
+    report = analyze_class(_load(module), samples=300, seed=3)
     assert report.missing == frozenset()
     assert [c.field for c in report.counterexamples] == ["eps"]
     example = report.counterexamples[0]

@@ -133,7 +133,7 @@ def test_opt_in_groups_run_only_when_named():
     assert not {c.kernel for c in kernels.select(cases, None, quick=False, opt_in=tuple(opt_in))
                 } & opt_in
     chosen = kernels.select(cases, ("SiluMulQuant",), quick=True, opt_in=tuple(opt_in))
-    assert [c.shape for c in chosen] == ["tokens=16 d=14336 dynamic",
+    assert [c.shape for c in chosen] == ["tokens=16 d=14336 dynamic split=8",
                                          "tokens=16384 d=14336 dynamic"]
 
 

@@ -56,6 +56,17 @@ def test_same_activation_as_silu_mul():
     (dict(d=65544), "SiluMulQuant.d = 65544 is invalid: expected at most 65536 elements of bf16"),
     (dict(d=4096, block=32), "SiluMulQuant.block = 32 is invalid: expected at least 64 threads"),
     (dict(d=0), "SiluMulQuant.d = 0 is invalid: expected a positive number of elements"),
+    (dict(d=4096, split=9), "SiluMulQuant.split = 9 is invalid: expected 1 (one CTA a row) "
+                            "to 8 CTAs a row (one cluster)"),
+    (dict(d=4096, split=0), "SiluMulQuant.split = 0 is invalid: expected 1 (one CTA a row)"),
+    (dict(d=4097, split=2), "SiluMulQuant.split = 2 is invalid: expected a split of the row "
+                            "into equal whole 2-byte vectors (d=4097 of bf16 is 4097 vectors)"),
+    (dict(d=1152, scale_mode="group", split=2),
+     "SiluMulQuant.split = 2 is invalid: expected a split into whole groups of 128 (d=1152 "
+     "is 9 groups)"),
+    (dict(d=14336, split=2, block=64),
+     "SiluMulQuant.block = 64 is invalid: expected at least 128 threads: a CTA's part "
+     "(split=2) of 896 vectors, at most 8 a thread kept in registers"),
 ])
 def test_refused(fields, message):
     """Requests the kernel cannot take are refused at construction, naming field and value."""
@@ -69,6 +80,72 @@ def test_needs_fp8_conversion():
         render(SiluMulQuant(d=4096, dtype="f32"), "sm_80")
 
 
+def test_split_dynamic_scale_needs_clusters():
+    """The dynamic scale split over a cluster needs sm_90; on sm_89 (PTX ISA 8.1) the static
+    and group scales split (plain CTAs), the dynamic one takes split 1 only."""
+    from specdsl import Target
+
+    sm89 = Target(89, ptx_version=(8, 1))
+    assert ".entry silu_mul_quant" in render(SiluMulQuant(d=4096), sm89)
+    for mode in ("static", "group"):
+        assert ".reqnctapercluster" not in render(SiluMulQuant(d=4096, scale_mode=mode, split=2),
+                                                  sm89)
+    with pytest.raises(RenderError, match=r"SiluMulQuant: split = 2 with the dynamic scale "
+                                          r"\(a thread block cluster a token\) needs sm_90"):
+        render(SiluMulQuant(d=4096, split=2), sm89)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype,d,split", [("bf16", 14336, 8), ("bf16", 18432, 4),
+                                           ("f16", 4096, 2), ("f32", 14336, 7),
+                                           ("f32", 4100, 5), ("bf16", 53248, 8)])
+def test_split_assembles_and_walks_its_part(mode, dtype, d, split):
+    """A token split over ``split`` CTAs (grid tokens * split, consecutive along x): CTA k
+    owns part k % split of token k / split (the dynamic scale: a cluster of that many CTAs,
+    part its rank), its first vector part * (vectors / split) + tid, and in a model of one
+    CTA (ptxsim.row_coverage) every gate, up vector and code of its part once. It
+    assembles for sm_90 without spills."""
+    from ptxsim import row_coverage
+
+    if mode == "group" and d % 128:
+        pytest.skip("group scales need whole groups of 128")
+    spec = SiluMulQuant(d=d, dtype=dtype, scale_mode=mode, split=split)
+    ptx = render(spec)
+    part = d // spec.vector // split
+    assert spec.launch_dims(3) == ((3 * split, 1, 1), (spec.block, 1, 1))
+    assert re.search(rf"mad\.lo\.u32\s+%r9, %r8, {part}, %r3;", ptx)
+    if mode == "dynamic":
+        assert f".reqnctapercluster {split}, 1, 1" in ptx
+        assert "mov.u32             %r1, %clusterid.x;" in ptx
+        assert "mov.u32             %r8, %cluster_ctarank;" in ptx
+    else:
+        assert "cluster" not in ptx
+        assert re.search(rf"div\.u32\s+%r1, %r9, {split};", ptx)
+        assert re.search(rf"rem\.u32\s+%r8, %r9, {split};", ptx)
+    assert row_coverage(ptx, "ld", ("%rd4",), spec.vector_bytes, spec.block) == [
+        {**{i: 1 for i in range(part)}, **{d // spec.vector + i: 1 for i in range(part)}}]
+    assert row_coverage(ptx, "st", ("%rd6",), spec.vector, spec.block) == [
+        {i: 1 for i in range(part)}]
+    assert_no_spills(assemble(spec))
+
+
+def test_split_launch_limit():
+    """tokens * split CTAs must fit grid.x."""
+    with pytest.raises(SpecError, match=r"SiluMulQuant rows = 300000000 is invalid: expected "
+                                        r"at most 268435455 rows at split=8"):
+        SiluMulQuant(d=4096, split=8).launch_dims(300_000_000)
+
+
+def test_split_defaults_block_to_its_part():
+    """A split row's block: a part of up to 512 vectors one vector a thread (14336 bf16 at
+    split 8: 224 vectors, 224 threads; f32 4100 at split 5: 205 vectors, 224 threads), a
+    longer part as an unsplit row of its length (18432 at split 4: 576 vectors, 288 x 2)."""
+    assert SiluMulQuant(d=14336, split=8).block == 224
+    assert SiluMulQuant(d=4100, dtype="f32", split=5).block == 224
+    assert SiluMulQuant(d=18432, split=4).block == SiluMulQuant(d=18432 // 4).block == 288
+    assert SiluMulQuant(d=14336).block == 448
+
+
 def test_example_args_and_bytes():
     """The example passes x, q, scale, tokens; bytes_moved counts x, q and the scales."""
     for mode in MODES:
@@ -77,32 +154,44 @@ def test_example_args_and_bytes():
     assert SiluMulQuant(d=256, scale_mode="group").bytes_moved(3) == 3 * 256 * 5 + 3 * 2 * 4
 
 
-GPU = [(dtype, d, mode) for dtype in ("bf16", "f16", "f32") for d in (4096, 14336)
-       for mode in MODES] + [("bf16", 4097, "dynamic"), ("f16", 7, "static"),
-                             ("bf16", 18432, "group"), ("bf16", 53248, "dynamic"),
-                             ("f32", 2880, "static"), ("f32", 2944, "group"),
+GPU = [(dtype, d, mode, 1) for dtype in ("bf16", "f16", "f32") for d in (4096, 14336)
+       for mode in MODES] + [("bf16", 4097, "dynamic", 1), ("f16", 7, "static", 1),
+                             ("bf16", 18432, "group", 1), ("bf16", 53248, "dynamic", 1),
+                             ("f32", 2880, "static", 1), ("f32", 2944, "group", 1),
                              # the widest rows: 8 sweeps of 16-byte vectors a thread
-                             ("bf16", 65536, "group"), ("f16", 65536, "static"),
-                             ("f32", 32768, "dynamic")]
+                             ("bf16", 65536, "group", 1), ("f16", 65536, "static", 1),
+                             ("f32", 32768, "dynamic", 1)] + [
+    # a token split over a cluster: each mode, each split of 14336's 1792 vectors up to 8,
+    # an odd part (f32 4100: 5 parts of 205 vectors of 4 bytes)
+    ("bf16", 14336, mode, split) for mode in MODES for split in (2, 4, 7, 8)] + [
+    ("f16", 18432, "group", 4), ("f32", 4100, "dynamic", 5), ("f32", 4100, "static", 5),
+    ("bf16", 53248, "dynamic", 8), ("bf16", 65536, "group", 8)]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype,d,mode", GPU)
-def test_gpu_codes_equal_the_unfused_pair(dtype, d, mode):
+@pytest.mark.parametrize("dtype,d,mode,split", GPU)
+def test_gpu_codes_equal_the_unfused_pair(dtype, d, mode, split):
     """On the GPU, the fused codes and scales equal, bit for bit, those of SiluMul followed
     by Fp8Quant's f32 quantization steps (fp8_quant.kernel_codes of SiluMul's output): the
     fused kernel rounds y to dtype before quantizing, as the pair does; the decoded codes
-    are within TOLERANCE of the float64 reference."""
+    are within TOLERANCE of the float64 reference. Split over a cluster, token t's largest
+    |y| sits in CTA t % split's part, so a CTA left out of the cluster's reduction shows in
+    the dynamic scale of a token."""
     from differential import compare, run_quantized, run_silu_mul, to_device
     from specdsl import Executor
     from specdsl.kernels.fp8_quant import kernel_codes
 
     torch = pytest.importorskip("torch")
     executor = Executor()
-    spec = SiluMulQuant(d=d, dtype=dtype, scale_mode=mode)
-    rng = np.random.default_rng(d + len(mode))
+    spec = SiluMulQuant(d=d, dtype=dtype, scale_mode=mode, split=split)
+    rng = np.random.default_rng(d + len(mode) + split)
     tokens = 37
-    x = from_bits(to_bits(2.0 * rng.standard_normal((tokens, 2 * d)), spec.dtype), spec.dtype)
+    x = 2.0 * rng.standard_normal((tokens, 2 * d))
+    part = d // split
+    for t in range(tokens):  # y of about -144 at one element of CTA t % split's part
+        j = (t % split) * part + (7 * t) % part
+        x[t, j], x[t, d + j] = 12.0, -12.0
+    x = from_bits(to_bits(x, spec.dtype), spec.dtype)
     if d % SiluMul(dtype=dtype).lanes == 0:
         y = run_silu_mul(executor, torch, SiluMul(d=d, dtype=dtype), x)
     else:  # SiluMul takes whole 16-byte vectors: the reference rounding stands in
@@ -134,3 +223,40 @@ def test_every_vector_and_code_once(d, dtype, block):
         {i: 1 for i in range(2 * d // spec.vector)}]
     assert row_coverage(ptx, "st", ("%rd6",), spec.vector, spec.block) == [
         {i: 1 for i in range(d // spec.vector)}]
+
+
+@pytest.mark.parametrize("tokens,d,mode,split", [
+    (1, 14336, "dynamic", 8), (16, 14336, "dynamic", 8), (17, 14336, "dynamic", 1),
+    (16, 14336, "static", 8), (17, 14336, "static", 4), (33, 14336, "group", 4),
+    (34, 14336, "group", 2), (66, 18432, "static", 2), (67, 18432, "static", 1),
+    (128, 14336, "group", 1), (0, 14336, "static", 1),
+    # the largest split the request takes: 1152 is 9 groups of 128 (none for group
+    # scales), 144 vectors (8 parts of 18 for the others); 4097 bf16 is 4097 vectors,
+    # 4100 is 1025 of 8 bytes, 4112 is 514 of 16 bytes (2 parts)
+    (16, 1152, "group", 1), (16, 1152, "static", 8), (1, 4097, "dynamic", 1),
+    (1, 4100, "static", 1), (1, 4112, "static", 2)])
+def test_suggested_split(tokens, d, mode, split):
+    """A cluster of CTAs a token while tokens * split fits 132 SMs (8 only, for the dynamic
+    scale), the largest of 8, 4 and 2 that the request takes."""
+    from specdsl.kernels.silu_mul_quant import suggested_split
+
+    assert suggested_split(d, "bf16", mode, tokens) == split
+    SiluMulQuant(d=d, scale_mode=mode, split=split)  # a request the kernel takes
+
+
+def test_suggested_split_without_clusters_and_bad_input():
+    """sm_count 0 (a device without clusters) gives 1; a bad count or request is a SpecError
+    naming it."""
+    from specdsl.kernels.silu_mul_quant import suggested_split
+
+    assert suggested_split(14336, "bf16", "static", 1, sm_count=0) == 1
+    assert suggested_split(14336, "bf16", "static", 16, sm_count=64) == 4
+    for name, args in (("tokens", (14336, "bf16", "static", -1)),
+                       ("sm_count", (14336, "bf16", "static", 1, 1.5)),
+                       ("tokens", (14336, "bf16", "static", True))):
+        with pytest.raises(SpecError, match=rf"suggested_split: {name} = .* is invalid: "
+                                            rf"expected an int of 0 or more"):
+            suggested_split(*args)
+    with pytest.raises(SpecError, match=r"SiluMulQuant.scale_mode must be one of 'dynamic', "
+                                        r"'static', 'group' \(got 'groups'"):
+        suggested_split(4096, "bf16", "groups", 1)

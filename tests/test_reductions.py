@@ -12,7 +12,7 @@ import pytest
 from ptxsim import SimError, run, segments, shared_arrays
 from specdsl import DType, SpecError, render
 from specdsl._templating.environment import environment
-from specdsl.kernels import Fp8Quant, RMSNorm, Softmax
+from specdsl.kernels import Fp8Quant, RMSNorm, SiluMulQuant, Softmax
 
 BLOCKS = range(32, 1025, 32)
 OPS = ("add", "max", "min", "umax")
@@ -29,6 +29,8 @@ REDUCING = {
     "softmax-chunked": lambda block: Softmax(cols=131072, block=block),
     "softmax-split": lambda block: Softmax(cols=65536, split=4, block=block),
     "fp8quant": lambda block: Fp8Quant(hidden=2048, block=block),
+    "silumulquant": lambda block: SiluMulQuant(d=4096, block=block),
+    "silumulquant-split": lambda block: SiluMulQuant(d=14336, split=8, block=block),
     # odd rows (one element a vector), chunked where the block is small
     "rmsnorm-odd": lambda block: RMSNorm(hidden=2047, block=block),
     "softmax-odd": lambda block: Softmax(cols=4097, scale=-1.0, block=block),
@@ -191,13 +193,21 @@ def test_kernel_reductions_every_accepted_block(name):
                 assert block == 32 or shared[facts["smem"]] >= block // 32
 
 
+#: The cluster reductions: (the request of `split` CTAs a row, the ops it reduces with).
+CLUSTERS = {
+    "softmax": (lambda split, op: Softmax(cols=8 * 64 * split, scale=-0.5 if op == "min" else 1.0,
+                                          split=split, block=64), ("max", "min", "add")),
+    "silumulquant": (lambda split, op: SiluMulQuant(d=8 * 64 * split, split=split, block=64),
+                     ("umax",)),
+}
+
+
 @pytest.mark.parametrize("split", [2, 3, 8])
-@pytest.mark.parametrize("op", ["max", "min", "add"])
-def test_cluster_reduction(split, op):
-    """Softmax's cluster reduction gives every thread of every CTA the reduction of the
-    CTAs' values, with the extreme in any CTA, in either order."""
-    scale = -0.5 if op == "min" else 1.0
-    spec = Softmax(cols=8 * 64 * split, scale=scale, split=split, block=64)
+@pytest.mark.parametrize("kernel,op", [(k, op) for k, (_, ops) in CLUSTERS.items() for op in ops])
+def test_cluster_reduction(kernel, split, op):
+    """Softmax's and SiluMulQuant's cluster reductions give every thread of every CTA the
+    reduction of the CTAs' values, with the extreme in any CTA, in either order."""
+    spec = CLUSTERS[kernel][0](split, op)
     ptx = render(spec)
     found = [seg for seg in segments(ptx, "cluster") if seg[0]["op"] == op]
     assert len(found) == 1 and int(found[0][0]["count"]) == split

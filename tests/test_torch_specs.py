@@ -119,8 +119,19 @@ def test_softmax_keeps_exponentials_caches_no_row_count():
      SiluMulQuant(d=4096, l1_no_allocate=True)),
     (lambda: specs.silu_and_mul_quant(4096, torch.bfloat16, "dynamic", 16384),
      SiluMulQuant(d=4096)),
+    # few rows on a device with clusters: a cluster of CTAs a row (suggested_split)
+    (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "static", 16, 132),
+     SiluMulQuant(d=14336, scale_mode="static", split=8, block=224)),
+    (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "group", 64, 132),
+     SiluMulQuant(d=14336, scale_mode="group", split=2, l1_no_allocate=True)),
+    (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "dynamic", 64, 132),
+     SiluMulQuant(d=14336, l1_no_allocate=True)),
+    # ... not where the device has none (sm_count 0, the default)
+    (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "static", 16),
+     SiluMulQuant(d=14336, scale_mode="static")),
 ], ids=["silu-8", "silu-256", "silu-1024", "silu-2048", "fp8-256", "fp8-window", "group-512",
-        "silu-quant-256", "silu-quant-16384"])
+        "silu-quant-256", "silu-quant-16384", "silu-quant-16-split", "silu-quant-64-group",
+        "silu-quant-64-dynamic", "silu-quant-no-clusters"])
 def test_small_launches_take_their_geometry_and_loads(built, expected):
     """The SiluMul and FP8 requests follow the rows of a call (suggested_geometry,
     small_launch_loads); the geometry's block is a launch field, so it is compared too."""
@@ -139,3 +150,21 @@ def test_a_bad_row_count_is_a_spec_error_naming_the_function(rows):
                                             rf"more, or None for a large launch's request "
                                             rf"\(got {re.escape(repr(rows))}\)"):
             call()
+
+
+@pytest.mark.parametrize("sm_count", [-1, 2.5, True])
+def test_a_bad_sm_count_is_a_spec_error(sm_count):
+    """silu_and_mul_quant's sm_count: an int of 0 or more, else a SpecError naming it."""
+    with pytest.raises(SpecError, match=rf"specs\.silu_and_mul_quant: sm_count must be an int "
+                                        rf"of 0 or more \(got {re.escape(repr(sm_count))}\)"):
+        specs.silu_and_mul_quant(4096, torch.bfloat16, "static", 16, sm_count)
+
+
+def test_silu_and_mul_quant_rows_past_the_sms_share_one_cache_entry():
+    """Rows beyond sm_count all give split 1: one cached request for all of them."""
+    specs.silu_and_mul_quant(4096, torch.bfloat16, "group", 133, 132)
+    before = specs._silu_and_mul_quant.cache_info()
+    for rows in (134, 1000, 10**6):
+        specs.silu_and_mul_quant(4096, torch.bfloat16, "group", rows, 132)
+    after = specs._silu_and_mul_quant.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + 3

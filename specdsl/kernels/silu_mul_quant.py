@@ -9,27 +9,42 @@ import attrs
 from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
+from ..errors import SpecError
 from . import fp8_quant, silu_mul
 from ._checks import FLOAT_DTYPES, block_size, count, one_of
 from ._rows import (
+    MAX_SPLIT,
     check_resident,
     check_resident_block,
+    check_split,
     row_block,
     row_launch_dims,
+    threads_for,
     vector_elements,
     vector_registers,
 )
 from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
-__all__ = ["SiluMulQuant", "default_block", "reference", "example"]
+__all__ = ["SiluMulQuant", "default_block", "suggested_split", "reference", "example"]
+
+#: A CTA's part of a split row up to this many vectors is loaded one vector a thread.
+ONE_VECTOR_PART = 512
 
 
-def default_block(d: int, dtype: DType) -> int:
-    """Threads per CTA for rows of ``d`` outputs (the ``block`` default): as RMSNorm's,
-    at most 512 threads with 2 to 8 16-byte vectors each, 1024 for longer rows."""
+def default_block(d: int, dtype: DType, split: int = 1) -> int:
+    """Threads per CTA for rows of ``d`` outputs, ``split`` CTAs a row (the ``block``
+    default): as RMSNorm's, at most 512 threads with 2 to 8 16-byte vectors each, 1024 for
+    longer rows; a split row's part of up to :data:`ONE_VECTOR_PART` vectors, one vector a
+    thread. Measured on the H200 (``benchmarks/variants.py silu-quant-split``, 16 tokens,
+    bf16, graph replay): d 14336 at split 8 (224 vectors a part), static scale 2.32 us at
+    128 threads, 2.22 at 224; groups 2.32 and 2.08; d 18432 (288 vectors) static 2.58 and
+    2.43 at 288, groups 2.49 and 2.27; the dynamic scale level."""
     lanes = vector_elements(d, dtype)
-    return row_block(d // lanes, vector_registers(lanes, dtype))
+    vectors = d // lanes // split
+    if split > 1 and vectors <= ONE_VECTOR_PART:
+        return threads_for(vectors, 1)
+    return row_block(vectors, vector_registers(lanes, dtype))
 
 
 def _check_d(instance: Any, attribute: Any, d: int) -> None:
@@ -41,9 +56,17 @@ def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
         fp8_quant.check_group(instance.d, "d")
 
 
+def _check_split(instance: Any, attribute: Any, split: int) -> None:
+    part = check_split("d", instance.d, instance.dtype, split)
+    groups = fp8_quant.GROUP_SIZE // vector_elements(instance.d, instance.dtype)
+    if instance.scale_mode == "group" and part % groups:
+        raise ValueError(f"expected a split into whole groups of {fp8_quant.GROUP_SIZE} "
+                         f"(d={instance.d} is {instance.d // fp8_quant.GROUP_SIZE} groups)")
+
+
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
     block_size(instance, attribute, block)
-    check_resident_block(instance.d, instance.dtype, block)
+    check_resident_block(instance.d, instance.dtype, block, instance.split)
 
 
 @kernel_spec(template="silu_mul_quant.ptx.j2", entry="silu_mul_quant")
@@ -63,15 +86,22 @@ class SiluMulQuant:
 
     Kernel parameters (in order): ``x`` ``[tokens, 2d]`` (``dtype``, aligned to one
     vector: :attr:`vector_bytes`), ``q`` ``[tokens, d]`` (e4m3 bytes, aligned to
-    :attr:`vector` bytes), ``scale`` (f32), ``tokens`` (u32). One CTA per token
-    (:meth:`launch_dims`). Needs sm_90, or sm_89 with PTX ISA 8.1.
+    :attr:`vector` bytes), ``scale`` (f32), ``tokens`` (u32). ``split`` CTAs per token
+    (:meth:`launch_dims`). Needs sm_90, or sm_89 with PTX ISA 8.1 (the dynamic scale
+    there with ``split`` 1).
 
     Fields:
         d (baked): outputs a token, kept in registers: at most 65536 f16/bf16 of 16-byte
             vectors (32768 f32 or odd widths); a multiple of 128 for ``group``.
         dtype (baked): f32, f16 or bf16.
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
-        block (baked): threads per CTA (:func:`default_block`).
+        split (baked): CTAs a token, 1 to 8: CTA k owns part ``k % split`` of token
+            ``k // split``, the parts equal (whole vectors, and whole groups of 128 for
+            ``group``). For the dynamic scale the token's CTAs form a thread block cluster
+            (sm_90) and meet in a cluster reduction (distributed shared memory). Few
+            tokens then spread over ``split`` times as many SMs: :func:`suggested_split`
+            says how many.
+        block (baked): threads per CTA (:func:`default_block` of the CTA's part).
         l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
             scales): faster by graph replay for launches moving 3 to 50 MB, slower from
             100 MB (H200), so off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate`
@@ -87,9 +117,11 @@ class SiluMulQuant:
     scale_mode: Literal["dynamic", "static", "group"] = baked(
         "dynamic", validator=_check_scale_mode,
         doc="a scale a token (dynamic), one read at launch (static), or a scale a group of 128")
-    block: int = baked(attrs.Factory(lambda self: default_block(self.d, self.dtype),
+    split: int = baked(1, validator=_check_split,
+                       doc="CTAs a token, 1 to 8 (one cluster), each a part of the row")
+    block: int = baked(attrs.Factory(lambda self: default_block(self.d, self.dtype, self.split),
                                      takes_self=True),
-                       validator=_check_block, doc="threads per CTA (one CTA per token)")
+                       validator=_check_block, doc="threads per CTA")
     l1_no_allocate: bool = baked(False, doc=L1_NO_ALLOCATE_DOC)
 
     #: the requests ``specdsl verify --variants`` compiles: each mode at common widths,
@@ -99,7 +131,10 @@ class SiluMulQuant:
          for m in ("dynamic", "static", "group")]
         + [{"d": 18432, "scale_mode": "group"}, {"d": 4097, "scale_mode": "dynamic"},
            {"d": 53248, "scale_mode": "dynamic"}]
-        + [{"d": 4096, "scale_mode": m, "l1_no_allocate": True} for m in ("dynamic", "static", "group")])
+        + [{"d": 4096, "scale_mode": m, "l1_no_allocate": True} for m in ("dynamic", "static", "group")]
+        + [{"d": d, "scale_mode": m, "split": s} for d, s in ((14336, 8), (18432, 4))
+           for m in ("dynamic", "static", "group")]
+        + [{"d": 4100, "dtype": "f32", "scale_mode": "dynamic", "split": 5}])
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
     arrays = {"x": "dtype[tokens, 2 * d]", "q": "e4m3[tokens, d]",
@@ -117,12 +152,14 @@ class SiluMulQuant:
         return self.vector * self.dtype.size
 
     def launch_dims(self, tokens: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """``(grid, block)`` for ``tokens`` rows: one CTA of ``block`` threads per token.
+        """``(grid, block)`` for ``tokens`` rows: ``split`` CTAs of ``block`` threads per
+        token (one cluster, consecutive along x).
 
         Raises:
-            SpecError: ``tokens`` is not an int from 1 to 2**31 - 1.
+            SpecError: ``tokens`` is not an int from 1 to 2**31 - 1, or ``tokens * split``
+                CTAs exceed 2**31 - 1.
         """
-        return row_launch_dims("SiluMulQuant", tokens, self.block)
+        return row_launch_dims("SiluMulQuant", tokens, self.block, split=self.split)
 
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: x read once (2d a token), q written once (d
@@ -131,6 +168,50 @@ class SiluMulQuant:
         scales = {"dynamic": 4 * tokens, "static": 4,
                   "group": 4 * tokens * (self.d // fp8_quant.GROUP_SIZE)}[self.scale_mode]
         return tokens * self.d * (2 * self.dtype.size + 1) + scales
+
+
+def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
+                    sm_count: int = 132) -> int:
+    """The ``split`` for a launch over ``tokens`` tokens: a thread block cluster of CTAs a
+    token when tokens are few, so that the work spreads over the SMs.
+
+    With a static scale or group scales, the largest of 8, 4 and 2 CTAs that the request
+    takes (equal parts of whole vectors and groups) and that still fits one CTA an SM
+    (``tokens * split <= sm_count``, the device's SM count: 132 on an H200, or 0 where it
+    has no clusters, before sm_90, which always gives 1). With the dynamic scale, whose
+    CTAs meet in a cluster reduction, only where 8 CTAs a token fit (up to 16 tokens on an
+    H200). Measured on the H200 (``benchmarks/variants.py silu-quant-split``, 2026-12-02,
+    bf16, graph replay, us, unsplit against split; docs/kernels/silu_mul_quant.md):
+
+    * 1 token of 14336: dynamic 2.57 against 2.31 at 8, static 2.60 against 1.58, groups
+      2.78 against 1.70;
+    * 16 tokens of 14336: 3.28 against 2.93, 3.24 against 2.32, 3.28 against 2.32; of
+      18432: 3.79 against 3.20, 3.62 against 2.58, 4.10 against 2.49 (at 128 or 160
+      threads, before :func:`default_block` gave a part one vector a thread);
+    * 64 tokens of 14336: static 3.45 against 3.02 at 2, groups 3.64 against 3.08; the
+      dynamic scale 3.60 against 3.82 (so 1);
+    * from 128 tokens (2 CTAs a token would be 256): 1. The static scale ran 2 to 5%
+      slower split, the dynamic one 7 to 50%.
+
+    Raises:
+        SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
+            ``tokens`` or ``sm_count`` not an int of 0 or more.
+    """
+    for name, value in (("tokens", tokens), ("sm_count", sm_count)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SpecError(f"suggested_split: {name} = {value!r} is invalid: expected an "
+                            f"int of 0 or more")
+    request = SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode)
+    if tokens == 0 or (request.scale_mode == "dynamic" and tokens * MAX_SPLIT > sm_count):
+        return 1
+    for split in (8, 4, 2):
+        if tokens * split <= sm_count:
+            try:
+                return SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode,
+                                    split=split).split
+            except SpecError:
+                continue
+    return 1
 
 
 def reference(x: Any, d: int, dtype: DType, scale_mode: str,

@@ -156,9 +156,9 @@ def _fused_group_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Ten
     return _norm_fake(_FUSED, x, residual, weight, eps, None, "group", l2_evict_last)
 
 
-def _silu_request(x: torch.Tensor, mode: str, rows: int = 0) -> Any:
+def _silu_request(x: torch.Tensor, mode: str, rows: int = 0, sm_count: int = 0) -> Any:
     return _validate.request(_SILU, "x", x, specs.silu_and_mul_quant, x.shape[-1] // 2,
-                             x.dtype, mode, rows)
+                             x.dtype, mode, rows, sm_count)
 
 
 def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
@@ -167,12 +167,14 @@ def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
         _validate.static_scale(_SILU, scale, x)
 
 
-def _silu_plan(x: torch.Tensor, scale: torch.Tensor | None, mode: str) -> _validate.Plan:
-    """Every check of a silu_and_mul_quant call, in order; the plan they settle."""
+def _silu_plan(x: torch.Tensor, scale: torch.Tensor | None, mode: str, index: int
+               ) -> _validate.Plan:
+    """Every check of a silu_and_mul_quant call, in order; the plan they settle for device
+    ``index`` (a few rows are split over a cluster of CTAs by the device's SM count)."""
     _silu_checks(x, scale)
     _validate.on_cuda(_SILU, "x", x)
     rows = _validate.rows(x)
-    spec = _silu_request(x, mode, rows)
+    spec = _silu_request(x, mode, rows, _runtime.cluster_sm_count(index))
     d = x.shape[-1] // 2
     return _validate.plan(spec, rows, (*x.shape[:-1], d),
                           scales_shape(x, mode, d))
@@ -187,12 +189,14 @@ def _silu_quant(x: torch.Tensor, scale: torch.Tensor | None, mode: str
     ``(q, scale)``, ``q`` ``[..., d]``."""
     key: tuple[Any, ...]
     if scale is None:
-        key, index = (mode, x.shape, x.dtype), _validate.placed(x)
+        index = _validate.placed(x)
+        key = (mode, x.shape, x.dtype, index)
     else:  # given exactly in static mode
-        key, index = (mode, x.shape, x.dtype, scale.shape, scale.dtype), _validate.placed(x, scale)
+        index = _validate.placed(x, scale)
+        key = (mode, x.shape, x.dtype, scale.shape, scale.dtype, index)
     plan = _SILU_PLANS.get(key)
     if plan is None or index < 0:
-        plan = _SILU_PLANS.keep(key, _silu_plan(x, scale, mode))
+        plan = _SILU_PLANS.keep(key, _silu_plan(x, scale, mode, index))
     (codes, scales) = plan.shapes
     q = x.new_empty(codes, dtype=FP8_DTYPE)
     if scale is None:
@@ -350,7 +354,9 @@ def silu_and_mul_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
     through device memory (:class:`~specdsl.kernels.SiluMulQuant`; vLLM's
     ``silu_and_mul_quant`` for a static ``scale``). Modes as :func:`rms_norm_quant` (ops
     ``specdsl::silu_and_mul_quant_dynamic``, ``_static``, ``_group``); loads as
-    :func:`scaled_fp8_quant`'s.
+    :func:`scaled_fp8_quant`'s. On sm_90 and newer, each of few rows is shared by up to 8
+    CTAs (:func:`~specdsl.kernels.silu_mul_quant.suggested_split` for the device's SM
+    count; the same bits).
 
     Args:
         x: ``[..., 2 * d]``, contiguous, on a CUDA device; f32, f16 or bf16: the gate

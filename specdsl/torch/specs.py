@@ -44,6 +44,7 @@ from ..kernels import (
 )
 from ..kernels._checks import count
 from ..kernels.silu_mul import suggested_geometry
+from ..kernels.silu_mul_quant import suggested_split as suggested_quant_split
 from ..kernels.softmax import (
     KEPT_EXPONENTIALS_ROWS_PER_SM,
     suggested_keep_exponentials,
@@ -215,12 +216,28 @@ def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: 
 
 
 def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
-                       rows: int | None = None) -> SiluMulQuant:
+                       rows: int | None = None, sm_count: int = 0) -> SiluMulQuant:
     """The :class:`~specdsl.kernels.SiluMulQuant` for ``rows`` rows of ``2 * d`` inputs,
-    ``d`` codes, with scales of ``scale_mode``; loads as :func:`scaled_fp8_quant`'s."""
-    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode), _rows("silu_and_mul_quant", rows))
+    ``d`` codes, with scales of ``scale_mode``; loads as :func:`scaled_fp8_quant`'s. A few
+    rows are each shared by a thread block cluster of CTAs, as
+    :func:`~specdsl.kernels.silu_mul_quant.suggested_split` chooses for a device of
+    ``sm_count`` SMs (the op passes its device's; 0, the default, for a device without
+    clusters, before sm_90: never split). ``rows=None``: a large launch's request."""
+    rows = _rows("silu_and_mul_quant", rows)
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
+        raise SpecError(f"specs.silu_and_mul_quant: sm_count must be an int of 0 or more "
+                        f"(got {sm_count!r})")
+    # rows beyond sm_count all split 1: the cache keeps one entry for them
+    few = None if rows is None else min(rows, sm_count + 1)
+    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode, few, sm_count), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def _silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str) -> SiluMulQuant:
-    return SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=cast(_Mode, scale_mode))
+def _silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str, rows: int | None,
+                        sm_count: int) -> SiluMulQuant:
+    plain = SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=cast(_Mode, scale_mode))
+    split = 1 if rows is None else suggested_quant_split(d, plain.dtype, scale_mode, rows,
+                                                         sm_count)
+    if split == 1:
+        return plain
+    return SiluMulQuant(dtype=plain.dtype, d=d, scale_mode=plain.scale_mode, split=split)
