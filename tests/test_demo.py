@@ -444,3 +444,39 @@ def test_specdsl_run_several_requests_pass_on_the_gpu(capsys, tmp_path, monkeypa
         "3x8192", "3x4096", "3"]
     assert "residual=" in rows["RMSNorm"] and "scale=" in rows["Fp8Quant"]
     assert all(rows[name].endswith("PASS") for name in ("RMSNorm", "Fp8Quant", "MyAdd"))
+
+
+@pytest.mark.parametrize("module, body, why", [
+    ("raising_example", "    raise TypeError('boom')", "TypeError: boom"),
+    ("none_example", "    return None", "TypeError: MyAdd's example() (in module "
+                                        "'none_example') returned NoneType, not a KernelCase"),
+])
+def test_a_broken_example_is_said_without_a_gpu_too(capsys, no_gpu, tmp_path, monkeypatch,
+                                                    module, body, why):
+    """An example that raises (not a SpecError) or returns no case would be a FAIL row on a
+    GPU; without one its line comes before the device error, so it is not hidden."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = USER_MODULE.split("def example")[0] + f"def example(spec, rng, tokens=100):\n{body}\n"
+    (tmp_path / f"{module}.py").write_text(source)
+    code = main(["run", f"{module}:MyAdd", "silumul"])
+    out, err = capsys.readouterr()
+    assert (code, out, no_gpu) == (2, "", [0])
+    assert err.splitlines() == [f"FAIL MyAdd: {why}", "specdsl run: error: no CUDA device 0: "
+                                                      "stand-in"]
+
+
+@pytest.mark.parametrize("option", ["--seed", "--device"])
+def test_seed_and_device_are_whole_numbers(capsys, no_gpu, option):
+    """--seed -1 (NumPy's error, naming its own source) and --device -1 are argparse's error
+    naming the option."""
+    assert main(["run", "silumul", option, "-1"]) == 2
+    assert capsys.readouterr().err == (f"specdsl run: error: argument {option}: expected a "
+                                       f"whole number >= 0 (got '-1')\n")
+
+
+def test_an_example_that_is_not_a_function_is_named(capsys, no_gpu, tmp_path, monkeypatch):
+    """A module whose `example` is not callable: the message says what it is."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "int_example.py").write_text(USER_MODULE.split("def example")[0] + "example = 5\n")
+    assert main(["run", "int_example:MyAdd"]) == 2
+    assert capsys.readouterr().err.endswith("(its example is of type int, not a function)\n")

@@ -228,8 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=_positive_count, default=None, metavar="N",
                    help="tokens (rows) of each example; VectorAdd's: elements "
                         "(default: each example's own)")
-    p.add_argument("--device", type=int, default=0, metavar="D", help="CUDA device (default 0)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the inputs")
+    p.add_argument("--device", type=_count, default=0, metavar="D", help="CUDA device (default 0)")
+    p.add_argument("--seed", type=_count, default=0, metavar="S", help="seed of the inputs")
 
     p = command("cache", _lazy("cache", "command_cache"),
                 "show, prune or clear the disk cache (cubins, PTX, compiled templates)")

@@ -40,7 +40,7 @@ from .._review.verify import Verified, verify_request
 from .._runtime.compile import MAX_REGISTERS, MIN_REGISTERS, CompileOptions
 from .._spec.target import Target
 from .._spec.values import unique
-from ..errors import SpecError
+from ..errors import LaunchError, SpecError
 from .main import B_WORDS, FOUND, OK, UsageError
 from .output import print_json, request_fields, table
 from .specs import names_a_spec, resolve_spec
@@ -354,7 +354,13 @@ def command_run(args: argparse.Namespace) -> int:
         cases = request_cases(named_requests(args.request), rng, args.tokens)
     else:
         cases = builtin_cases(rng, args.tokens)
-    executor = Executor(device=args.device)
+    try:
+        executor = Executor(device=args.device)
+    except LaunchError:  # no device: the examples that failed are still said (FAIL rows there)
+        for name, case, problem in cases:
+            if case is None:
+                print(f"FAIL {name}: {problem}", file=sys.stderr)
+        raise
     runs = run_cases(executor, cases)
     rows = []
     for run in runs:

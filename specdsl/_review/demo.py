@@ -144,7 +144,8 @@ def example_function(cls: type) -> Callable[..., Any]:
         raise SpecError(f"{cls.__qualname__} cannot be run: specdsl run needs an "
                         f"example(spec, rng, tokens) function in its module "
                         f"{module.__name__!r}, returning a specdsl.kernels.case.KernelCase "
-                        f"(the module has none)")
+                        + ("(the module has none)" if example is None else
+                           f"(its example is of type {type(example).__name__}, not a function)"))
     return example
 
 
@@ -174,6 +175,7 @@ def example_case(spec: Any, rng: Any, count: int | None = None) -> Any:
         SpecError: the module has no ``example`` (:func:`example_function`), or one that
             cannot be called as ``example(spec, rng)`` (or, with ``count``, as
             ``example(spec, rng, count)``).
+        TypeError: the example returned something other than a case.
     """
     cls = type(spec)
     example = example_function(cls)
@@ -199,7 +201,10 @@ def example_case(spec: Any, rng: Any, count: int | None = None) -> Any:
     except TypeError as exc:
         raise SpecError(f"{where} cannot be called as example(spec, rng"
                         f"{', tokens' if count is not None else ''}): {exc}") from None
-    return example(*args, **kwargs)
+    case = example(*args, **kwargs)
+    if not (hasattr(case, "args") and hasattr(case, "expected")):  # a KernelCase's
+        raise TypeError(f"{where} returned {type(case).__name__}, not a KernelCase")
+    return case
 
 
 def builtin_cases(rng: Any, count: int | None = None) -> list[Case]:

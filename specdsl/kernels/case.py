@@ -1,8 +1,9 @@
 """Runnable examples of built-in kernels: inputs, outputs, launch geometry, float64 reference.
 
-Each kernel module offers ``example(spec, rng, **sizes) -> KernelCase``; ``specdsl run``,
-the GPU tests and the benchmarks all drive kernels through these cases, so one
-description of a kernel's arguments serves every caller.
+Each kernel module offers ``example(spec, rng, count) -> KernelCase``, the count its third
+parameter (``tokens``, ``rows``, or VectorAdd's ``n``) with a default; ``specdsl run``
+(``--tokens`` passes the count), the GPU tests and the benchmarks all drive kernels through
+these cases, so one description of a kernel's arguments serves every caller.
 
 NumPy has no bf16 or fp8 types: such arrays travel as their bit patterns
 (``uint16``, ``uint8``), converted with :func:`to_bits` / :func:`from_bits`.
