@@ -57,7 +57,7 @@ def test_same_activation_as_silu_mul():
     (dict(d=4096, block=32), "SiluMulQuant.block = 32 is invalid: expected at least 64 threads"),
     (dict(d=0), "SiluMulQuant.d = 0 is invalid: expected a positive number of elements"),
     (dict(d=4096, split=9), "SiluMulQuant.split = 9 is invalid: expected 1 (one CTA a row) "
-                            "to 8 CTAs a row (one cluster)"),
+                            "to 8 CTAs a row (the largest portable cluster)"),
     (dict(d=4096, split=0), "SiluMulQuant.split = 0 is invalid: expected 1 (one CTA a row)"),
     (dict(d=4097, split=2), "SiluMulQuant.split = 2 is invalid: expected a split of the row "
                             "into equal whole 2-byte vectors (d=4097 of bf16 is 4097 vectors)"),
@@ -130,10 +130,17 @@ def test_split_assembles_and_walks_its_part(mode, dtype, d, split):
 
 
 def test_split_launch_limit():
-    """tokens * split CTAs must fit grid.x."""
-    with pytest.raises(SpecError, match=r"SiluMulQuant rows = 300000000 is invalid: expected "
-                                        r"at most 268435455 rows at split=8"):
-        SiluMulQuant(d=4096, split=8).launch_dims(300_000_000)
+    """tokens * split CTAs must fit grid.x; the message names tokens and the bound at the
+    request's split."""
+    spec = SiluMulQuant(d=4096, split=8)
+    with pytest.raises(SpecError, match=r"SiluMulQuant tokens = 300000000 is invalid: expected "
+                                        r"at most 268435455 tokens at split=8"):
+        spec.launch_dims(300_000_000)
+    for tokens in (0, 2**31):
+        with pytest.raises(SpecError, match=rf"SiluMulQuant tokens = {tokens} is invalid: "
+                                            rf"expected an int from 1 to 268435455 \(8 CTAs "
+                                            rf"a row\)"):
+            spec.launch_dims(tokens)
 
 
 def test_split_defaults_block_to_its_part():
@@ -231,10 +238,14 @@ def test_every_vector_and_code_once(d, dtype, block):
     (34, 14336, "group", 2), (66, 18432, "static", 2), (67, 18432, "static", 1),
     (128, 14336, "group", 1), (0, 14336, "static", 1),
     # the largest split the request takes: 1152 is 9 groups of 128 (none for group
-    # scales), 144 vectors (8 parts of 18 for the others); 4097 bf16 is 4097 vectors,
+    # scales), 144 vectors (4 parts of 36 for the others: 18 is under a warp); 4097 bf16 is 4097 vectors,
     # 4100 is 1025 of 8 bytes, 4112 is 514 of 16 bytes (2 parts)
-    (16, 1152, "group", 1), (16, 1152, "static", 8), (1, 4097, "dynamic", 1),
-    (1, 4100, "static", 1), (1, 4112, "static", 2)])
+    (16, 1152, "group", 1), (16, 1152, "static", 4), (1, 4097, "dynamic", 1),
+    (1, 4100, "static", 1), (1, 4112, "static", 2),
+    # each part at least a warp's 32 vectors: 128 bf16 (16 vectors) never splits, 2048 (256)
+    # splits 8 ways, 1024 (128) 4 ways
+    (1, 128, "static", 1), (1, 2048, "static", 8), (1, 1024, "static", 4),
+    (1, 1024, "dynamic", 4)])
 def test_suggested_split(tokens, d, mode, split):
     """A cluster of CTAs a token while tokens * split fits 132 SMs (8 only, for the dynamic
     scale), the largest of 8, 4 and 2 that the request takes."""
@@ -251,11 +262,11 @@ def test_suggested_split_without_clusters_and_bad_input():
 
     assert suggested_split(14336, "bf16", "static", 1, sm_count=0) == 1
     assert suggested_split(14336, "bf16", "static", 16, sm_count=64) == 4
-    for name, args in (("tokens", (14336, "bf16", "static", -1)),
-                       ("sm_count", (14336, "bf16", "static", 1, 1.5)),
-                       ("tokens", (14336, "bf16", "static", True))):
-        with pytest.raises(SpecError, match=rf"suggested_split: {name} = .* is invalid: "
-                                            rf"expected an int of 0 or more"):
+    assert suggested_split(14336, "bf16", "static", np.int64(16), np.int32(132)) == 8
+    for message, args in (("tokens must be 0 or more (got -1)", (14336, "bf16", "static", -1)),
+                          ("sm_count must be an int (got 1.5)", (14336, "bf16", "static", 1, 1.5)),
+                          ("tokens must be an int (got True)", (14336, "bf16", "static", True))):
+        with pytest.raises(SpecError, match=rf"suggested_split: {re.escape(message)}"):
             suggested_split(*args)
     with pytest.raises(SpecError, match=r"SiluMulQuant.scale_mode must be one of 'dynamic', "
                                         r"'static', 'group' \(got 'groups'"):

@@ -168,3 +168,16 @@ def test_silu_and_mul_quant_rows_past_the_sms_share_one_cache_entry():
         specs.silu_and_mul_quant(4096, torch.bfloat16, "group", rows, 132)
     after = specs._silu_and_mul_quant.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 3
+
+
+def test_silu_and_mul_quant_modules_over_row_counts():
+    """docs/torch.md: 14336 with a static scale takes six requests on an H200 over 1 to
+    2000 rows: split 8 (1-16), 4 (17-33, the loads without L1 lines from 30), 2 (34-66),
+    then 1, with those loads up to 936 rows."""
+    found = {}
+    for rows in range(1, 2001):
+        request = specs.silu_and_mul_quant(14336, torch.bfloat16, "static", rows, 132)
+        found.setdefault((request.split, request.l1_no_allocate), []).append(rows)
+    assert {key: (rows[0], rows[-1]) for key, rows in found.items()} == {
+        (8, False): (1, 16), (4, False): (17, 29), (4, True): (30, 33), (2, True): (34, 66),
+        (1, True): (67, 936), (1, False): (937, 2000)}

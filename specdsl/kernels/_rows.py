@@ -105,22 +105,26 @@ def threads_for(vectors: int, per_thread: int) -> int:
 
 
 def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, split: int = 1,
-                    ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+                    name: str = "rows") -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """``(grid, block)`` for ``rows`` rows: one CTA of ``block`` threads per
     ``rows_per_cta`` rows (the last CTA may hold fewer), or ``split`` CTAs a row (one
     cluster, consecutive along x).
+
+    ``name`` is what the caller calls the count (``rows``, ``tokens``), for the message.
 
     Raises:
         SpecError: ``rows`` is not an int from 1 to 2**31 - 1, or ``rows * split`` CTAs
             exceed 2**31 - 1.
     """
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
-        raise SpecError(f"{kernel} rows = {rows!r} is invalid: expected an int from 1 "
-                        f"to {MAX_GRID_X} (one CTA per row)")
+        most = MAX_GRID_X // split
+        per_cta = "one CTA per row" if split == 1 else f"{split} CTAs a row"
+        raise SpecError(f"{kernel} {name} = {rows!r} is invalid: expected an int from 1 "
+                        f"to {most} ({per_cta})")
     ctas = cdiv(rows, rows_per_cta)
     if ctas * split > MAX_GRID_X:
-        raise SpecError(f"{kernel} rows = {rows} is invalid: expected at most "
-                        f"{MAX_GRID_X // split} rows at split={split} ({split} CTAs a row)")
+        raise SpecError(f"{kernel} {name} = {rows} is invalid: expected at most "
+                        f"{MAX_GRID_X // split} {name} at split={split} ({split} CTAs a row)")
     return (ctas * split, 1, 1), (block, 1, 1)
 
 
@@ -139,7 +143,8 @@ def check_split(field: str, length: int, dtype: DType, split: int) -> int:
         ValueError: naming what is expected (the spec turns it into a SpecError).
     """
     if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= MAX_SPLIT:
-        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row (one cluster)")
+        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row (the largest "
+                         f"portable cluster)")
     lanes = vector_elements(length, dtype)
     part, rest = divmod(length // lanes, split)
     if rest:
@@ -283,8 +288,10 @@ def check_resident(length: int, dtype: DType) -> None:
     lanes = vector_elements(length, dtype)
     longest = 1024 * most_vectors_per_thread(lanes, dtype) * lanes
     if length > longest:
-        raise ValueError(f"expected at most {longest} elements of {dtype}: the row stays in "
-                         f"the registers of one CTA")
+        raise ValueError(f"expected at most {longest} elements of {dtype} in "
+                         f"{lanes * dtype.size}-byte vectors (this length's widest): the row "
+                         f"stays in registers, {most_vectors_per_thread(lanes, dtype)} vectors "
+                         f"a thread of 1024")
 
 
 def check_resident_block(length: int, dtype: DType, block: int, split: int = 1) -> None:

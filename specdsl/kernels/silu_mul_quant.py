@@ -30,6 +30,9 @@ __all__ = ["SiluMulQuant", "default_block", "suggested_split", "reference", "exa
 
 #: A CTA's part of a split row up to this many vectors is loaded one vector a thread.
 ONE_VECTOR_PART = 512
+#: :func:`suggested_split` leaves each CTA at least a warp's worth of vectors (a row of
+#: 128 bf16 split 8 ways would be 2 vectors in a 32-thread CTA; not measured).
+MIN_PART_VECTORS = 32
 
 
 def default_block(d: int, dtype: DType, split: int = 1) -> int:
@@ -118,7 +121,7 @@ class SiluMulQuant:
         "dynamic", validator=_check_scale_mode,
         doc="a scale a token (dynamic), one read at launch (static), or a scale a group of 128")
     split: int = baked(1, validator=_check_split,
-                       doc="CTAs a token, 1 to 8 (one cluster), each a part of the row")
+                       doc="CTAs a token, 1 to 8, each a part of the row")
     block: int = baked(attrs.Factory(lambda self: default_block(self.d, self.dtype, self.split),
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA")
@@ -153,13 +156,14 @@ class SiluMulQuant:
 
     def launch_dims(self, tokens: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """``(grid, block)`` for ``tokens`` rows: ``split`` CTAs of ``block`` threads per
-        token (one cluster, consecutive along x).
+        token, consecutive along x (for the dynamic scale, one cluster).
 
         Raises:
             SpecError: ``tokens`` is not an int from 1 to 2**31 - 1, or ``tokens * split``
                 CTAs exceed 2**31 - 1.
         """
-        return row_launch_dims("SiluMulQuant", tokens, self.block, split=self.split)
+        return row_launch_dims("SiluMulQuant", tokens, self.block, split=self.split,
+                               name="tokens")
 
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: x read once (2d a token), q written once (d
@@ -172,16 +176,17 @@ class SiluMulQuant:
 
 def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
                     sm_count: int = 132) -> int:
-    """The ``split`` for a launch over ``tokens`` tokens: a thread block cluster of CTAs a
-    token when tokens are few, so that the work spreads over the SMs.
+    """The ``split`` for a launch over ``tokens`` tokens: several CTAs a token when tokens
+    are few, so that the work spreads over the SMs.
 
-    With a static scale or group scales, the largest of 8, 4 and 2 CTAs that the request
-    takes (equal parts of whole vectors and groups) and that still fits one CTA an SM
-    (``tokens * split <= sm_count``, the device's SM count: 132 on an H200, or 0 where it
-    has no clusters, before sm_90, which always gives 1). With the dynamic scale, whose
-    CTAs meet in a cluster reduction, only where 8 CTAs a token fit (up to 16 tokens on an
-    H200). Measured on the H200 (``benchmarks/variants.py silu-quant-split``, 2026-12-02,
-    bf16, graph replay, us, unsplit against split; docs/kernels/silu_mul_quant.md):
+    The largest of 8, 4 and 2 CTAs that the request takes (equal parts of whole vectors and
+    groups, each part at least :data:`MIN_PART_VECTORS` vectors) and that still fits one CTA
+    an SM (``tokens * split <= sm_count``, the device's SM count: 132 on an H200, or 0
+    where it has no thread block clusters, before sm_90, which always gives 1). With the
+    dynamic scale, whose CTAs meet in a cluster reduction, only where 8 CTAs a token would
+    fit (up to 16 tokens on an H200); a width that 8 does not divide into such parts then
+    takes 4 or 2 (not measured). Measured on the H200 (``benchmarks/variants.py silu-quant-split``, 2026-12-02,
+    bf16, graph replay, us, unsplit against split; docs/kernels/silu_mul.md, "Few tokens"):
 
     * 1 token of 14336: dynamic 2.57 against 2.31 at 8, static 2.60 against 1.58, groups
       2.78 against 1.70;
@@ -195,17 +200,19 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
 
     Raises:
         SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
-            ``tokens`` or ``sm_count`` not an int of 0 or more.
+            ``tokens`` or ``sm_count`` not an int of 0 or more (a NumPy integer is one).
     """
-    for name, value in (("tokens", tokens), ("sm_count", sm_count)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SpecError(f"suggested_split: {name} = {value!r} is invalid: expected an "
-                            f"int of 0 or more")
+    try:
+        tokens, sm_count = (count("suggested_split", name, value)
+                            for name, value in (("tokens", tokens), ("sm_count", sm_count)))
+    except (TypeError, ValueError) as exc:
+        raise SpecError(str(exc)) from None  # as softmax.suggested_split, a SpecError
     request = SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode)
     if tokens == 0 or (request.scale_mode == "dynamic" and tokens * MAX_SPLIT > sm_count):
         return 1
+    vectors = d // request.vector
     for split in (8, 4, 2):
-        if tokens * split <= sm_count:
+        if tokens * split <= sm_count and vectors // split >= MIN_PART_VECTORS:
             try:
                 return SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode,
                                     split=split).split
