@@ -195,8 +195,9 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
       threads, before :func:`default_block` gave a part one vector a thread);
     * 64 tokens of 14336: static 3.45 against 3.02 at 2, groups 3.64 against 3.08; the
       dynamic scale 3.60 against 3.82 (so 1);
-    * from 128 tokens (2 CTAs a token would be 256): 1. The static scale ran 2 to 5%
-      slower split, the dynamic one 7 to 50%.
+    * from 128 tokens (2 CTAs a token would be 256): 1. The static scale ran up to 5%
+      slower split (2% faster at 128 x 14336, split 2), the dynamic one 12 to 50% slower;
+      group scales ran 5 to 9% faster at the best split (one round; not taken).
 
     Raises:
         SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
