@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from specdsl import render
+from specdsl import SpecError, render
 from specdsl._review.variants import representative_request
 from specdsl.kernels import ALL
 from specdsl.kernels._rows import cdiv
@@ -194,6 +194,21 @@ def test_every_declared_register_is_used():
                 unused.add(f"{name} in {spec!r}")
     assert len(requests) == 377
     assert not unused, sorted(unused)[:5]
+
+
+@pytest.mark.parametrize("cls", ALL, ids=lambda cls: cls.__name__)
+def test_launch_dims_takes_an_int(cls):
+    """Every built-in's launch_dims takes an int (a NumPy integer too, with the same dims,
+    in Python ints) and refuses a float, a bool or a string with a SpecError naming the
+    kernel and the value: SiluMul, RoPE and Fp8Quant made grids of floats or of True."""
+    spec = representative_request(cls)
+    dims = spec.launch_dims(7)
+    assert spec.launch_dims(np.int64(7)) == dims
+    assert all(type(n) is int for n in (*dims[0], *dims[1]))
+    for value in (2.5, True, "3"):
+        with pytest.raises(SpecError, match=rf"{cls.__name__} \w+ = {re.escape(repr(value))} "
+                                            rf"is invalid: expected an int"):
+            spec.launch_dims(value)
 
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda cls: cls.__name__)

@@ -241,7 +241,7 @@ def test_refused_requests(fields, message):
 @pytest.mark.parametrize("rows", [0, -1, 2**31, True, 3.0])
 def test_launch_dims_refuses_bad_rows(rows):
     """launch_dims refuses a row count outside 1 .. 2**31 - 1 (or not an int)."""
-    with pytest.raises(SpecError, match="RMSNorm rows = .* expected an int from 1"):
+    with pytest.raises(SpecError, match="RMSNorm rows = .* is invalid: expected an int"):
         RMSNorm(hidden=4096).launch_dims(rows)
 
 

@@ -7,8 +7,10 @@ import operator
 from typing import Any
 
 from .._spec.dtype import DType
+from ..errors import SpecError
 
-__all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range", "count"]
+__all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range", "count",
+           "launch_count"]
 
 #: The element types every built-in kernel takes (arithmetic in f32 either way).
 FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)
@@ -62,3 +64,19 @@ def count(function: str, name: str, value: Any) -> int:
     if count < 0:
         raise ValueError(f"{function}: {name} must be 0 or more (got {count})")
     return count
+
+
+def launch_count(kernel: str, name: str, value: Any) -> int:
+    """``value``, the count a launch covers (``tokens``, ``rows``, ``n``), as an int (a NumPy
+    integer too), for every built-in's ``launch_dims``: a float, a bool or a string would
+    make a grid of floats or of ``True``. The range is the caller's to check.
+
+    Raises:
+        SpecError: ``value`` is not an integer, naming the kernel and ``name``.
+    """
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise SpecError(f"{kernel} {name} = {value!r} is invalid: expected an int")

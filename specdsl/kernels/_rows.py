@@ -7,6 +7,7 @@ from typing import Any
 
 from .._spec.dtype import DType
 from ..errors import SpecError
+from ._checks import launch_count
 
 __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_registers",
            "windowed", "row_vectors",
@@ -116,7 +117,8 @@ def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, s
         SpecError: ``rows`` is not an int from 1 to 2**31 - 1, or ``rows * split`` CTAs
             exceed 2**31 - 1.
     """
-    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_GRID_X:
+    rows = launch_count(kernel, name, rows)
+    if not 1 <= rows <= MAX_GRID_X:
         most = MAX_GRID_X // split
         per_cta = "one CTA per row" if split == 1 else f"{split} CTAs a row"
         raise SpecError(f"{kernel} {name} = {rows!r} is invalid: expected an int from 1 "

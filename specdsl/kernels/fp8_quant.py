@@ -10,7 +10,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, count, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, launch_count, one_of
 from ._rows import (
     cdiv,
     check_length,
@@ -217,8 +217,10 @@ class Fp8Quant:
         """One CTA per token.
 
         Raises:
-            SpecError: ``tokens`` is not from 1 to 2^31 - 1 (the grid's x limit).
+            SpecError: ``tokens`` is not an int (a NumPy integer is one) from 1 to 2^31 - 1
+                (the grid's x limit).
         """
+        tokens = launch_count("Fp8Quant", "tokens", tokens)
         if not 1 <= tokens < 2**31:
             raise SpecError(f"Fp8Quant.grid: expected 1 to {2**31 - 1} tokens (got {tokens})")
         return (tokens, 1, 1)

@@ -8,7 +8,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, count, in_range, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, in_range, launch_count, one_of
 from ._rows import cdiv
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
@@ -138,8 +138,10 @@ class RoPE:
         """The grid (in CTAs) covering ``tokens`` tokens, one thread per task.
 
         Raises:
-            SpecError: ``tokens`` is negative or needs 2^31 or more threads (u32 indexing).
+            SpecError: ``tokens`` is not an int (a NumPy integer is one), is negative, or
+                needs 2^31 or more threads (u32 indexing).
         """
+        tokens = launch_count("RoPE", "tokens", tokens)
         tasks = tokens * self.tasks_per_token
         if tokens < 0 or tasks >= _MAX_TASKS:
             raise SpecError(f"RoPE.grid: tokens={tokens} gives {tasks} threads; "

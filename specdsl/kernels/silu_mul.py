@@ -8,7 +8,7 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, count, in_range, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, in_range, launch_count, one_of
 from ._rows import cdiv
 from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
@@ -104,9 +104,11 @@ class SiluMul:
         """The grid (in CTAs) that covers ``tokens`` rows.
 
         Raises:
-            SpecError: ``tokens`` is negative, or ``tokens * d`` needs 2^31 or more
-                16-byte vectors (the kernel indexes them in u32).
+            SpecError: ``tokens`` is not an int (a NumPy integer is one) or is negative,
+                or ``tokens * d`` needs 2^31 or more 16-byte vectors (the kernel indexes
+                them in u32).
         """
+        tokens = launch_count("SiluMul", "tokens", tokens)
         vectors = tokens * (self.d // self.lanes)
         if tokens < 0 or vectors >= _MAX_VECTORS:
             raise SpecError(f"SiluMul.grid: tokens={tokens} gives {vectors} 16-byte vectors; "

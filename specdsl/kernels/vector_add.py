@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import operator
-
 from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked, launch
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, count, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, launch_count, one_of
 from ._rows import MAX_GRID_X, cdiv
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
@@ -52,10 +50,7 @@ class VectorAdd:
         Raises:
             SpecError: ``n`` is negative, not an integer, or needs more than 2^31 - 1 CTAs.
         """
-        try:
-            count = operator.index(n)
-        except TypeError:
-            raise SpecError(f"VectorAdd n = {n!r} is invalid: expected an int") from None
+        count = launch_count("VectorAdd", "n", n)
         ctas = max(1, cdiv(count, self.block * self.lanes))
         if count < 0 or ctas > MAX_GRID_X:
             raise SpecError(f"VectorAdd n = {n!r} is invalid: expected 0 to "
