@@ -409,7 +409,8 @@ def test_verify_notes_variants_left_out_by_pins(capsys):
     assert err == ("specdsl verify: note: softmax cols=4097 --variants: 8 of 15 variants "
                    "left out as invalid, e.g. Softmax.split = 8 is invalid: expected a split "
                    "of the row into equal whole 2-byte vectors (cols=4097 of bf16 is 4097 "
-                   "vectors)\n")
+                   "vectors); the other 7 are 4 distinct requests (one a derived key)\n")
+    assert "verify: 5 request(s) for sm_90" in out  # Softmax's 4 and VectorAdd's one
 
 
 def test_the_note_counts_variants_with_the_pins_applied(capsys):
@@ -714,3 +715,11 @@ def test_documented_commands_exit_as_shown(page, tmp_path, monkeypatch):
             wrong.append(f"specdsl {' '.join(argv)}: exit {code}, the page implies "
                          f"{sorted(implied_status(argv, output))}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_note_counts_the_requests_the_kept_variants_are(capsys):
+    """Variants the pins make equal but for a launch field or a default (SiluMulQuant's 14336
+    variants with split=8 pinned) compile once: the note says how many requests remain."""
+    code, out, err = run(capsys, "verify", "silumulquant", "split=8", "--variants")
+    assert code == 0 and "verify: 25 request(s) for sm_90" in out
+    assert err.endswith("; the other 28 are 25 distinct requests (one a derived key)\n")

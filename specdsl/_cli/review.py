@@ -88,7 +88,7 @@ def collect_requests(words: Sequence[str], *, variants: bool,
             split = split_pinned_variants(cls, pinned)
             requests.extend(split.requests)
             if pinned and split.refused:
-                notes.append(_left_out_note(cls, pinned, split))
+                notes.append(_left_out_note(cls, pinned, split, target))
             elif (getattr(cls, VARIANTS_ATTRIBUTE, None) is None
                   and not has_finite_baked_field(cls)):
                 notes.append(_one_variant_note(cls, pinned))
@@ -118,11 +118,18 @@ def _request_words(cls: type, pinned: dict[str, Any]) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
-def _left_out_note(cls: type, pinned: dict[str, Any], split: PinnedVariants) -> str:
+def _left_out_note(cls: type, pinned: dict[str, Any], split: PinnedVariants,
+                   target: Target) -> str:
     """``rmsnorm l2_evict_last=true --variants: 22 of 42 variants left out as invalid,
-    e.g. <the first validator message>``."""
-    return (f"{_request_words(cls, pinned)} --variants: {len(split.refused)} of {split.total} "
+    e.g. <the first validator message>``, and where the variants kept share derived keys
+    (the pins made them equal but for launch fields or defaults), how many requests they are."""
+    note = (f"{_request_words(cls, pinned)} --variants: {len(split.refused)} of {split.total} "
             f"variants left out as invalid, e.g. {split.refused[0].message}")
+    kept = split.total - len(split.refused)
+    distinct = len(unique(split.requests, key=lambda request: derived_key(request, target)))
+    if distinct < kept:
+        note += f"; the other {kept} are {distinct} distinct requests (one a derived key)"
+    return note
 
 
 def _one_variant_note(cls: type, pinned: dict[str, Any]) -> str:
