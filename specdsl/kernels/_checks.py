@@ -52,15 +52,23 @@ def in_range(low: float, high: float):
     return check
 
 
+def _integer(value: Any) -> int | None:
+    """``value`` as an int where it is an integer (a NumPy one too), else None: a bool, a
+    float or a string is not a count."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def count(function: str, name: str, value: Any) -> int:
     """``value`` as an int of 0 or more (a NumPy integer too), else the error naming
     ``function`` and ``name`` (a count is not a field: TypeError or ValueError, not SpecError)."""
-    if isinstance(value, bool):
+    count = _integer(value)
+    if count is None:
         raise TypeError(f"{function}: {name} must be an int (got {value!r})")
-    try:
-        count = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{function}: {name} must be an int (got {value!r})") from None
     if count < 0:
         raise ValueError(f"{function}: {name} must be 0 or more (got {count})")
     return count
@@ -74,9 +82,7 @@ def launch_count(kernel: str, name: str, value: Any) -> int:
     Raises:
         SpecError: ``value`` is not an integer, naming the kernel and ``name``.
     """
-    if not isinstance(value, bool):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
-    raise SpecError(f"{kernel} {name} = {value!r} is invalid: expected an int")
+    integer = _integer(value)
+    if integer is None:
+        raise SpecError(f"{kernel} {name} = {value!r} is invalid: expected an int")
+    return integer

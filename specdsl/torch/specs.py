@@ -235,9 +235,6 @@ def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
 @functools.lru_cache(maxsize=_KEPT)
 def _silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str, rows: int | None,
                         sm_count: int) -> SiluMulQuant:
-    plain = SiluMulQuant(dtype=dtype_of(dtype), d=d, scale_mode=cast(_Mode, scale_mode))
-    split = 1 if rows is None else suggested_quant_split(d, plain.dtype, scale_mode, rows,
-                                                         sm_count)
-    if split == 1:
-        return plain
-    return SiluMulQuant(dtype=plain.dtype, d=d, scale_mode=plain.scale_mode, split=split)
+    elements = dtype_of(dtype)
+    split = 1 if rows is None else suggested_quant_split(d, elements, scale_mode, rows, sm_count)
+    return SiluMulQuant(dtype=elements, d=d, scale_mode=cast(_Mode, scale_mode), split=split)
