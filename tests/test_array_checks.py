@@ -312,10 +312,41 @@ def test_a_grid_dimension_is_read_from_the_launch(stand_ins):
     x, scale = _tensor((8, 128)), _tensor((8,), FLOAT32, ADDRESS + 0x40000)
     q = StandInBuffer(ADDRESS + 0x80000, size=4 * 128)
     with pytest.raises(LaunchError, match=r"'q' .* expects at least 1024 bytes \(1024 elements\) "
-                                          r"\(declared q: e4m3\[grid.x, hidden\] = "
+                                          r"\(declared q: e4m3\[grid.x / split, hidden\] = "
                                           r"f8e4m3\[8, 128\] for this launch\)"):
         executor.launch(spec, x, q, scale, grid=8, block=spec.block)
     executor.launch(spec, x, q, scale, grid=4, block=spec.block)
+    assert len(driver.launches) == 1
+
+
+def test_a_split_launch_reads_its_rows_as_grid_x_over_split(stand_ins):
+    """Fp8Quant split over 4 CTAs a token: its rows are grid.x / split (a product or quotient
+    by 1, as at split 1, reads grid.x alone): a grid of 8 CTAs is 2 tokens, whose x, q and
+    group scales it takes at their size and refuses one row short."""
+    from specdsl._spec.decorator import spec_info
+    from specdsl.kernels import Fp8Quant
+
+    executor, driver = stand_ins
+    spec = Fp8Quant(hidden=512, dtype="bf16", scale_mode="group", split=4)
+    declared = spec_info(Fp8Quant).arrays.resolve(spec)
+    assert [declared[n].shown() for n in ("x", "q", "scale")] == [
+        "bf16[grid.x / 4, 512]", "f8e4m3[grid.x / 4, 512]", "f32[grid.x / 4, 4]"]
+    unsplit = spec_info(Fp8Quant).arrays.resolve(Fp8Quant(hidden=512, scale_mode="group"))
+    assert unsplit["q"].shown() == "f8e4m3[grid.x, 512]"
+    grid, block = spec.launch_dims(2)
+    assert grid == (8, 1, 1)
+
+    def arrays(rows_q: int = 2, rows_scale: int = 2):
+        return (_tensor((2, 512)), StandInBuffer(ADDRESS + 0x80000, size=rows_q * 512),
+                _tensor((rows_scale, 4), FLOAT32, ADDRESS + 0x40000))
+
+    executor.launch(spec, *arrays(), grid=grid, block=block)
+    with pytest.raises(LaunchError, match=r"'q' .* expects at least 1024 bytes \(1024 elements\) "
+                                          r"\(declared q: e4m3\[grid.x / split, hidden\] = "
+                                          r"f8e4m3\[8 / 4, 512\] for this launch\)"):
+        executor.launch(spec, *arrays(rows_q=1), grid=grid, block=block)
+    with pytest.raises(LaunchError, match=r"'scale' .* expects at least 8 elements"):
+        executor.launch(spec, *arrays(rows_scale=1), grid=grid, block=block)
     assert len(driver.launches) == 1
 
 

@@ -188,7 +188,8 @@ def test_a_request_the_target_cannot_run_is_named_in_cli_words(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert (code, out) == (2, "")
     assert err == (f"specdsl {argv[0]}: error: fp8quant dtype=bf16 hidden=4096 "
-                   "scale_mode=dynamic static_scale=none block=256 l1_no_allocate=false for sm_89: "
+                   "scale_mode=dynamic static_scale=none split=1 block=256 l1_no_allocate=false "
+                   "for sm_89: "
                    "Fp8Quant: cvt.rn.satfinite.e4m3x2.f32 needs sm_90 or newer, or sm_89 with PTX "
                    "ISA 8.1 or newer (in Python, Target(89, ptx_version=(8, 1)))\n")
 

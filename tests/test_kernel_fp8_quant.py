@@ -1,4 +1,5 @@
-"""Fp8Quant: assembles with nvJitLink; golden PTX; scale modes; refused values; GPU accuracy."""
+"""Fp8Quant: assembles with nvJitLink; golden PTX; scale modes; refused values; a token over
+several CTAs (split); GPU accuracy."""
 
 from __future__ import annotations
 
@@ -86,9 +87,11 @@ def test_refused(kw, message):
 
 
 def test_grid_one_cta_per_token():
-    """One CTA per token; zero tokens are refused."""
+    """One CTA per token; zero tokens are refused, naming tokens and the bound."""
     assert Fp8Quant().launch_dims(7) == ((7, 1, 1), (256, 1, 1))
-    with pytest.raises(SpecError, match="Fp8Quant.grid: expected 1 to 2147483647 tokens"):
+    assert Fp8Quant().grid(7) == (7, 1, 1)
+    with pytest.raises(SpecError, match=r"Fp8Quant tokens = 0 is invalid: expected an int from "
+                                        r"1 to 2147483647 \(one CTA per row\)"):
         Fp8Quant().grid(0)
 
 
@@ -522,3 +525,317 @@ def test_gpu_long_rows_exact_in_every_mode(dtype, hidden, mode):
     np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3), err_msg=repr(spec))
     if mode in ("dynamic", "group"):
         np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
+
+
+# --- a token over several CTAs (split): static and group scales -------------------------
+
+#: (dtype, hidden, split, block): parts of 128 vectors (suggested_split's at few tokens), of
+#: 144 on 160 threads (a ragged sweep), one group a CTA (bf16 16 vectors, f32 32), parts of
+#: 8-byte vectors (4100 f16, 4098 f32), parts longer than 512 vectors (several a thread), a
+#: part of 4 vectors on a warp, and blocks given whose last sweep is ragged (576 vectors on
+#: 160 threads, 256 on 96).
+SPLITS = [("bf16", 18432, 18, None), ("bf16", 18432, 16, None), ("bf16", 18432, 144, None),
+          ("f32", 18432, 144, None), ("f16", 7168, 56, None), ("bf16", 4096, 4, None),
+          ("f32", 7168, 14, None), ("bf16", 65536, 2, None), ("bf16", 65536, 8, None),
+          ("f16", 4100, 5, None), ("f32", 4098, 3, None), ("bf16", 4096, 128, None),
+          ("bf16", 18432, 4, 160), ("f16", 14336, 7, 96)]
+SPLIT_MODES = ("static_param", "static_baked", "group")
+
+
+def _split_request(dtype: str, hidden: int, mode: str, split: int, **fields) -> Fp8Quant:
+    """The request, or a skip where group scales cannot split so (whole groups of 128)."""
+    if mode == "group":
+        vector = Fp8Quant(dtype=dtype, hidden=hidden).vector
+        if hidden % 128 or hidden // vector // split % (128 // vector):
+            pytest.skip("group scales split into whole groups of 128 only")
+    return Fp8Quant(dtype=dtype, hidden=hidden, scale_mode=mode, split=split,
+                    static_scale=2.0**-3 if mode == "static_baked" else None, **fields)
+
+
+def _group_scale_stores(ptx: str, threads: int, lanes_a_group: int) -> dict[int, int]:
+    """``{group of the CTA's part: times stored}``: each ``st.global.f32 [%rd3+k]`` is made
+    by the first lane of each group of ``lanes_a_group`` threads, at group ``k / 4 + t /
+    lanes_a_group`` of thread ``t``'s part, where its guard (``%p1``, or ``%p2`` = ``%p1``
+    and the ragged sweep's ``%p0``, ``setp.lt.u32 %p0, %r1, N``) lets it."""
+    limits = {m.group(1): int(m.group(2))
+              for m in re.finditer(r"setp\.lt\.u32\s+(%p\d), %r1, (\d+);", ptx)}
+    guard_limit, stored = {"%p1": threads}, {}
+    for line in ptx.splitlines():
+        if m := re.match(r"\s+and\.pred\s+(%p\d), %p1, (%p\d);", line):
+            guard_limit[m.group(1)] = limits[m.group(2)]
+        elif m := re.match(r"\s+@(%p\d) st\.global\.f32\s+\[%rd3\+(\d+)\]", line):
+            for t in range(0, guard_limit[m.group(1)], lanes_a_group):
+                group = int(m.group(2)) // 4 + t // lanes_a_group
+                stored[group] = stored.get(group, 0) + 1
+    return stored
+
+
+@pytest.mark.parametrize("fields,message", [
+    (dict(split=2), "Fp8Quant.split = 2 is invalid: expected 1 for scale_mode 'dynamic': the "
+                    "dynamic scale's row max needs the whole row in one CTA"),
+    (dict(hidden=4097, scale_mode="static_param", split=2),
+     "Fp8Quant.split = 2 is invalid: expected 1 for hidden=4097 bf16: rows walked in a window"),
+    (dict(hidden=131072, scale_mode="group", split=2),
+     "Fp8Quant.split = 2 is invalid: expected 1 for hidden=131072 bf16: a row longer than 1024 "
+     "threads hold in registers (65536 elements) is walked in chunks"),
+    (dict(hidden=65540, dtype="f32", scale_mode="static_param", split=5),
+     "Fp8Quant.split = 5 is invalid: expected 1 for hidden=65540 f32: a row longer than 1024 "
+     "threads hold in registers (32768 elements)"),
+    (dict(hidden=4096, scale_mode="static_param", split=0),
+     "Fp8Quant.split = 0 is invalid: expected 1 (one CTA a row) or more CTAs a row"),
+    (dict(hidden=4096, scale_mode="static_param", split=3),
+     "Fp8Quant.split = 3 is invalid: expected a split of the row into equal whole 16-byte "
+     "vectors (hidden=4096 of bf16 is 512 vectors)"),
+    (dict(hidden=4096, scale_mode="static_baked", static_scale=0.5, split=1024),
+     "Fp8Quant.split = 1024 is invalid: expected a split of the row into equal whole 16-byte "
+     "vectors (hidden=4096 of bf16 is 512 vectors)"),
+    (dict(hidden=4100, dtype="f32", scale_mode="static_param", split=2),
+     "Fp8Quant.split = 2 is invalid: expected a split of the row into equal whole 16-byte "
+     "vectors (hidden=4100 of f32 is 1025 vectors)"),
+    (dict(hidden=1152, scale_mode="group", split=2),
+     "Fp8Quant.split = 2 is invalid: expected a split into whole groups of 128 (hidden=1152 "
+     "is 9 groups)"),
+    (dict(hidden=18432, scale_mode="group", split=32),
+     "Fp8Quant.split = 32 is invalid: expected a split into whole groups of 128 (hidden=18432 "
+     "is 144 groups)"),
+    (dict(hidden=4096, scale_mode="group", split=2.0),
+     "Fp8Quant.split must be an int (got 2.0, a float)"),
+    (dict(hidden=65536, scale_mode="static_param", split=2, block=256),
+     "Fp8Quant.block = 256 is invalid: expected at least 512 threads: a CTA's part (split=2) "
+     "of 4096 vectors, at most 8 a thread kept in registers"),
+])
+def test_split_refused(fields, message):
+    """A split the kernel cannot take is refused at construction, naming the field, the
+    value and what is expected: only the static and group scales split, only rows held in
+    registers in whole vectors, into equal parts (whole groups of 128 for group), each of
+    which the block holds."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        Fp8Quant(**fields)
+
+
+def test_split_refused_by_the_template_too():
+    """The template refuses a split the class refuses (its own require, as
+    silu_mul_quant.ptx.j2's: the dynamic scale, a window, parts not of whole groups, a row
+    longer than 1024 threads hold even where the block holds its part), for requests made
+    with attrs' validators off."""
+    import attrs
+
+    with attrs.validators.disabled():
+        requests = [Fp8Quant(split=2), Fp8Quant(hidden=4097, scale_mode="static_param", split=2),
+                    Fp8Quant(hidden=1152, scale_mode="group", split=2, block=96),
+                    Fp8Quant(hidden=131072, scale_mode="group", split=2, block=1024),
+                    Fp8Quant(hidden=4096, scale_mode="group", split=0, block=256)]
+    for spec in requests[:4]:
+        with pytest.raises(RenderError, match=r"Fp8Quant: split > 1 takes the static or group "
+                                              r"scales on a row held in registers"):
+            render(spec)
+    with pytest.raises(RenderError, match=r"Fp8Quant: split is 1 or more CTAs a token"):
+        render(requests[4])
+
+
+@pytest.mark.parametrize("mode", SPLIT_MODES)
+@pytest.mark.parametrize("dtype,hidden,split,block", SPLITS)
+def test_split_assembles_and_walks_its_part(mode, dtype, hidden, split, block):
+    """A token split over ``split`` plain CTAs (grid tokens * split): CTA k owns part
+    k % split of token k / split, its first vector part * (vectors / split) + tid; in a
+    model of one CTA (ptxsim.row_coverage) every vector of its part is loaded once and
+    every code stored once, and for group scales every group scale of the part once (by
+    the group's first lane). It assembles for sm_90 without spills."""
+    from ptxsim import row_coverage
+
+    spec = _split_request(dtype, hidden, mode, split, **({"block": block} if block else {}))
+    ptx = render(spec)
+    part = hidden // spec.vector // split
+    assert spec.part == part and spec.chunks == 1
+    assert spec.launch_dims(3) == ((3 * split, 1, 1), (spec.block, 1, 1))
+    assert "cluster" not in ptx
+    assert re.search(rf"div\.u32\s+%r0, %r9, {split};", ptx)
+    assert re.search(rf"rem\.u32\s+%r8, %r9, {split};", ptx)
+    assert re.search(rf"mad\.lo\.u32\s+%r9, %r8, {part}, %r1;", ptx)
+    assert re.search(rf"mul\.wide\.u32\s+%rd2, %r9, {spec.vector_bytes};", ptx)  # x
+    assert re.search(rf"mul\.wide\.u32\s+%rd2, %r9, {spec.vector};", ptx)        # q
+    assert row_coverage(ptx, "ld", ("%rd0",), spec.vector_bytes, spec.block) == [
+        {i: 1 for i in range(part)}]
+    assert row_coverage(ptx, "st", ("%rd1",), spec.vector, spec.block) == [
+        {i: 1 for i in range(part)}]
+    if mode == "group":
+        lanes_a_group = 128 // spec.vector
+        shift = {16: 4, 32: 5}[lanes_a_group]
+        assert re.search(rf"shr\.u32\s+%r2, %r9, {shift};", ptx)  # the part's first group on
+        assert _group_scale_stores(ptx, spec.block, lanes_a_group) == {
+            g: 1 for g in range(part // lanes_a_group)}
+    assert_no_spills(assemble(spec))
+
+
+def test_split_one_keeps_its_ptx_and_group_model():
+    """Split 1 renders as before (tid, no div/rem: golden/ptx_digests.txt pins every
+    request), and the group-scale model above counts the unsplit row's groups once."""
+    spec = Fp8Quant(hidden=18432, scale_mode="group")
+    ptx = render(spec)
+    assert "div.u32" not in ptx and "%r9" not in ptx
+    assert "mov.u32             %r0, %ctaid.x;                            // row" in ptx
+    assert _group_scale_stores(ptx, spec.block, 16) == {g: 1 for g in range(144)}
+
+
+def test_split_defaults_block_to_its_part():
+    """A split row's block: a part of up to 512 vectors one vector a thread (18432 bf16 at
+    split 18: 128 vectors, 128 threads; at 16: 144 vectors, 160 threads; one group of 16
+    vectors: a warp), a longer part as an unsplit row of its length (65536 at split 2:
+    4096 vectors, 512 threads x 8)."""
+    group = dict(hidden=18432, scale_mode="group")
+    assert Fp8Quant(**group, split=18).block == 128
+    assert Fp8Quant(**group, split=16).block == 160
+    assert Fp8Quant(**group, split=144).block == 32
+    assert Fp8Quant(hidden=65536, scale_mode="static_param", split=2).block == \
+        Fp8Quant(hidden=32768).block == 512
+    assert Fp8Quant(hidden=65536, scale_mode="static_param", split=8).block == 256
+    assert Fp8Quant(**group).block == 288
+
+
+def test_split_takes_l1_no_allocate():
+    """A split row is held in registers in whole vectors: l1_no_allocate applies to its loads."""
+    spec = Fp8Quant(hidden=18432, scale_mode="group", split=18, l1_no_allocate=True)
+    assert "ld.global.nc.L1::no_allocate.v4.b32" in render(spec)
+    assert_no_spills(assemble(spec))
+
+
+def test_split_launch_limit():
+    """tokens * split CTAs must fit grid.x; the message names tokens and the bound at the
+    request's split; grid and launch_dims agree."""
+    spec = Fp8Quant(hidden=4096, scale_mode="static_param", split=8)
+    assert spec.grid(5) == spec.launch_dims(5)[0] == (40, 1, 1)
+    assert spec.launch_dims(np.int64(5)) == ((40, 1, 1), (64, 1, 1))
+    with pytest.raises(SpecError, match=r"Fp8Quant tokens = 300000000 is invalid: expected "
+                                        r"at most 268435455 tokens at split=8"):
+        spec.launch_dims(300_000_000)
+    for tokens in (0, 2**31):
+        with pytest.raises(SpecError, match=rf"Fp8Quant tokens = {tokens} is invalid: expected "
+                                            rf"an int from 1 to 268435455 \(8 CTAs a row\)"):
+            spec.grid(tokens)
+
+
+def test_split_example_launches_split_ctas():
+    """example() of a split request launches tokens * split CTAs of its block."""
+    spec = Fp8Quant(hidden=7168, scale_mode="group", split=56)
+    case = example(spec, np.random.default_rng(3), tokens=5)
+    assert case.grid == (5 * 56, 1, 1) and case.block == (32, 1, 1)
+    assert dict(case.args)["scale"] == Output((5, 56), DType.F32)
+
+
+@pytest.mark.parametrize("tokens,hidden,dtype,mode,split", [
+    # bf16 18432 (2304 vectors, 144 groups): parts of 128 vectors while 18 CTAs a token fit
+    # 4 CTAs an SM (528 CTAs), then the most CTAs within that
+    (1, 18432, "bf16", "group", 18), (29, 18432, "bf16", "group", 18),
+    (30, 18432, "bf16", "group", 16),
+    # a static scale: parts of up to 512 vectors within one CTA an SM (132 CTAs): 18432 in
+    # 6 parts of 384, 4 from 23 tokens, 2 from 34, unsplit from 67; 4096 bf16 (512) unsplit
+    (16, 18432, "bf16", "static_param", 6), (32, 18432, "bf16", "static_param", 4),
+    (64, 18432, "bf16", "static_param", 2), (67, 18432, "bf16", "static_param", 1),
+    (100, 18432, "bf16", "group", 4), (132, 18432, "bf16", "group", 4),
+    (133, 18432, "bf16", "group", 3), (264, 18432, "bf16", "group", 2),
+    (265, 18432, "bf16", "group", 1),
+    # the fewest CTAs with parts of at most 128 vectors (group), 512 (static)
+    (1, 4096, "bf16", "static_param", 1), (1, 7168, "f32", "static_baked", 4),
+    (1, 7168, "bf16", "group", 7), (16, 4096, "bf16", "group", 4),
+    # the request's splits: 1152 is 9 groups (3 parts of 3), 144 vectors (a static scale:
+    # unsplit); 4100 f16 is 1025 8-byte vectors (a static scale: 5 parts of 205); 4098 f32
+    # 2049 (3 parts of 683: none of 512 or fewer); 256 bf16 is a warp's 32 vectors, 512 64
+    # (a part within the bound is not split)
+    (1, 1152, "bf16", "group", 3), (1, 1152, "bf16", "static_param", 1),
+    (1, 4100, "f16", "static_param", 5), (1, 4098, "f32", "static_param", 3),
+    (1, 256, "bf16", "static_param", 1), (1, 512, "bf16", "static_param", 1),
+    (1, 2048, "bf16", "group", 2),
+    # never split: the dynamic scale, a window, chunks, no tokens
+    (1, 18432, "bf16", "dynamic", 1), (1, 4097, "bf16", "static_param", 1),
+    (1, 131072, "bf16", "group", 1), (0, 18432, "bf16", "group", 1)])
+def test_suggested_split(tokens, hidden, dtype, mode, split):
+    """The fewest CTAs with parts of at most 128 vectors (a static scale: 512) that the
+    request takes, while tokens * split fits 4 CTAs an SM of 132 (a static scale: 1);
+    else the most within that; 1 where none does."""
+    from specdsl.kernels.fp8_quant import suggested_split
+
+    assert suggested_split(hidden, dtype, mode, tokens) == split
+    _split_request(dtype, hidden, mode, split)  # a request the kernel takes
+
+
+def test_suggested_split_is_always_taken():
+    """Over widths, dtypes, modes and token counts, the suggestion is a request the kernel
+    takes, parts of at least a warp's 32 vectors, at most 4 CTAs an SM when split."""
+    from specdsl.kernels.fp8_quant import suggested_split
+
+    for hidden in (128, 1024, 1152, 2880, 4096, 5120, 7168, 14336, 18432, 28672, 65536):
+        for dtype in ("bf16", "f32"):
+            for mode in SPLIT_MODES if hidden % 128 == 0 else SPLIT_MODES[:2]:
+                for tokens in (1, 3, 8, 16, 33, 64, 200):
+                    split = suggested_split(hidden, dtype, mode, tokens)
+                    spec = _split_request(dtype, hidden, mode, split) if split > 1 else None
+                    if spec is not None:
+                        assert spec.part >= 32 and tokens * split <= 528, spec
+
+
+def test_suggested_split_bad_input():
+    """sm_count 0 gives 1; fewer SMs cap the split; NumPy integers count; a bad count or
+    request is a SpecError naming it."""
+    from specdsl.kernels.fp8_quant import suggested_split
+
+    assert suggested_split(18432, "bf16", "group", 1, sm_count=0) == 1
+    assert suggested_split(18432, "bf16", "group", 16, sm_count=64) == 16
+    assert suggested_split(18432, "bf16", "group", np.int64(1), np.int32(132)) == 18
+    for message, args in (("tokens must be 0 or more (got -1)", (4096, "bf16", "group", -1)),
+                          ("sm_count must be an int (got 1.5)", (4096, "bf16", "group", 1, 1.5)),
+                          ("tokens must be an int (got True)", (4096, "bf16", "group", True))):
+        with pytest.raises(SpecError, match=rf"suggested_split: {re.escape(message)}"):
+            suggested_split(*args)
+    with pytest.raises(SpecError, match=r"Fp8Quant.scale_mode must be one of 'dynamic', "
+                                        r"'static_baked', 'static_param', 'group'"):
+        suggested_split(4096, "bf16", "groups", 1)
+
+
+#: (dtype, hidden, mode, split, block): each of SPLITS' shapes in a mode it takes, ragged
+#: last sweeps (18432 at split 16: 144 vectors on 160 threads; at split 4 on 160 threads
+#: given: 576 vectors, 4 sweeps), group scales down to one group a CTA.
+SPLIT_GPU = [("bf16", 18432, "group", 18, None), ("bf16", 18432, "group", 16, None),
+             ("bf16", 18432, "static_param", 16, None), ("bf16", 18432, "group", 144, None),
+             ("f32", 18432, "group", 144, None), ("f16", 7168, "group", 56, None),
+             ("bf16", 4096, "static_param", 4, None), ("f32", 7168, "static_baked", 14, None),
+             ("bf16", 65536, "static_param", 2, None), ("bf16", 65536, "group", 8, None),
+             ("f16", 4100, "static_param", 5, None), ("f32", 4098, "static_baked", 3, None),
+             ("bf16", 4096, "static_baked", 128, None), ("bf16", 18432, "group", 4, 160),
+             ("f16", 14336, "static_param", 7, 96)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,hidden,mode,split,block", SPLIT_GPU)
+def test_gpu_split_codes_equal_one_cta_a_token(dtype, hidden, mode, split, block):
+    """On the GPU, a token split over ``split`` CTAs gives the codes and scales of the
+    split-1 kernel bit for bit, which equal kernel_codes' f32 emulation, and the decoded
+    codes are within TOLERANCE of the float64 quotients; 37 tokens (row 0 all zero, each
+    token's largest |x| in CTA t % split's part), outputs poisoned first, so a code or
+    scale no CTA writes shows."""
+    from differential import compare, run_fp8_quant
+    from specdsl import Executor
+    from specdsl.kernels.fp8_quant import kernel_codes, mode_reference
+
+    torch = pytest.importorskip("torch")
+    executor = Executor()
+    spec = _split_request(dtype, hidden, mode, split, **({"block": block} if block else {}))
+    one = Fp8Quant(dtype=dtype, hidden=hidden, scale_mode=mode, static_scale=spec.static_scale)
+    tokens, part = 37, hidden // split
+    rng = np.random.default_rng(hidden + split)
+    x = rng.standard_normal((tokens, hidden)) * 2.0 ** rng.uniform(-8, 8, size=(tokens, 1))
+    for t in range(1, tokens):
+        x[t, (t % split) * part + (7 * t) % part] = 40.0 * np.abs(x[t]).max()
+    x[0] = 0.0
+    x = from_bits(to_bits(x, spec.dtype), spec.dtype)
+    static = None if mode == "group" else spec.static_scale or float(
+        np.float32(np.abs(x).max() / 300.0))
+    out = run_fp8_quant(executor, torch, spec, x, static)
+    unsplit = run_fp8_quant(executor, torch, one, x, static)
+    np.testing.assert_array_equal(out["q"], unsplit["q"], err_msg=repr(spec))
+    codes, scales = kernel_codes(x, "group" if mode == "group" else "static", static)
+    np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3), err_msg=repr(spec))
+    if mode == "group":
+        np.testing.assert_array_equal(out["scale"], unsplit["scale"])
+        np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
+    quotient, _ = mode_reference(x, "group" if mode == "group" else "static", static)
+    compare(out["q"], quotient, DType.F8E4M3, TOLERANCE[DType.F8E4M3], repr(spec))

@@ -59,6 +59,17 @@ def test_same_activation_as_silu_mul():
     (dict(d=4096, split=9), "SiluMulQuant.split = 9 is invalid: expected 1 (one CTA a row) "
                             "to 8 CTAs a row (the largest portable cluster)"),
     (dict(d=4096, split=0), "SiluMulQuant.split = 0 is invalid: expected 1 (one CTA a row)"),
+    # the static and group scales share nothing across parts: any split of whole vectors
+    (dict(d=4096, scale_mode="static", split=0),
+     "SiluMulQuant.split = 0 is invalid: expected 1 (one CTA a row) or more CTAs a row"),
+    (dict(d=4096, scale_mode="static", split=1024),
+     "SiluMulQuant.split = 1024 is invalid: expected a split of the row into equal whole "
+     "16-byte vectors (d=4096 of bf16 is 512 vectors)"),
+    (dict(d=4096, scale_mode="group", split=3.0),
+     "SiluMulQuant.split must be an int (got 3.0, a float)"),
+    (dict(d=18432, scale_mode="group", split=32),
+     "SiluMulQuant.split = 32 is invalid: expected a split into whole groups of 128 (d=18432 "
+     "is 144 groups)"),
     (dict(d=4097, split=2), "SiluMulQuant.split = 2 is invalid: expected a split of the row "
                             "into equal whole 2-byte vectors (d=4097 of bf16 is 4097 vectors)"),
     (dict(d=1152, scale_mode="group", split=2),
@@ -98,17 +109,26 @@ def test_split_dynamic_scale_needs_clusters():
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype,d,split", [("bf16", 14336, 8), ("bf16", 18432, 4),
                                            ("f16", 4096, 2), ("f32", 14336, 7),
-                                           ("f32", 4100, 5), ("bf16", 53248, 8)])
+                                           ("f32", 4100, 5), ("bf16", 53248, 8),
+                                           # beyond a cluster: the static and group scales
+                                           ("bf16", 14336, 16), ("bf16", 18432, 72),
+                                           ("bf16", 14336, 112), ("f32", 4100, 41)])
 def test_split_assembles_and_walks_its_part(mode, dtype, d, split):
     """A token split over ``split`` CTAs (grid tokens * split, consecutive along x): CTA k
     owns part k % split of token k / split (the dynamic scale: a cluster of that many CTAs,
     part its rank), its first vector part * (vectors / split) + tid, and in a model of one
     CTA (ptxsim.row_coverage) every gate, up vector and code of its part once. It
-    assembles for sm_90 without spills."""
+    assembles for sm_90 without spills. The dynamic scale refuses more CTAs than a
+    cluster holds."""
     from ptxsim import row_coverage
 
     if mode == "group" and d % 128:
         pytest.skip("group scales need whole groups of 128")
+    if mode == "dynamic" and split > 8:
+        with pytest.raises(SpecError, match=rf"SiluMulQuant.split = {split} is invalid: "
+                                            r"expected 1 \(one CTA a row\) to 8 CTAs a row"):
+            SiluMulQuant(d=d, dtype=dtype, scale_mode=mode, split=split)
+        return
     spec = SiluMulQuant(d=d, dtype=dtype, scale_mode=mode, split=split)
     ptx = render(spec)
     part = d // spec.vector // split
@@ -172,7 +192,10 @@ GPU = [(dtype, d, mode, 1) for dtype in ("bf16", "f16", "f32") for d in (4096, 1
     # an odd part (f32 4100: 5 parts of 205 vectors of 4 bytes)
     ("bf16", 14336, mode, split) for mode in MODES for split in (2, 4, 7, 8)] + [
     ("f16", 18432, "group", 4), ("f32", 4100, "dynamic", 5), ("f32", 4100, "static", 5),
-    ("bf16", 53248, "dynamic", 8), ("bf16", 65536, "group", 8)]
+    ("bf16", 53248, "dynamic", 8), ("bf16", 65536, "group", 8),
+    # beyond a cluster (static and group scales): down to one group, or 16 vectors, a CTA
+    ("bf16", 14336, "static", 16), ("bf16", 14336, "group", 56), ("bf16", 18432, "static", 72),
+    ("bf16", 18432, "group", 144), ("bf16", 14336, "static", 112), ("f32", 4100, "static", 41)]
 
 
 @pytest.mark.gpu
@@ -233,22 +256,25 @@ def test_every_vector_and_code_once(d, dtype, block):
 
 
 @pytest.mark.parametrize("tokens,d,mode,split", [
+    # the dynamic scale: a cluster of 8 where 8 CTAs a token fit one an SM, else 1
     (1, 14336, "dynamic", 8), (16, 14336, "dynamic", 8), (17, 14336, "dynamic", 1),
-    (16, 14336, "static", 8), (17, 14336, "static", 4), (33, 14336, "group", 4),
-    (34, 14336, "group", 2), (66, 18432, "static", 2), (67, 18432, "static", 1),
-    (128, 14336, "group", 1), (0, 14336, "static", 1),
-    # the largest split the request takes: 1152 is 9 groups of 128 (none for group
-    # scales), 144 vectors (4 parts of 36 for the others: 18 is under a warp); 4097 bf16 is 4097 vectors,
-    # 4100 is 1025 of 8 bytes, 4112 is 514 of 16 bytes (2 parts)
-    (16, 1152, "group", 1), (16, 1152, "static", 4), (1, 4097, "dynamic", 1),
-    (1, 4100, "static", 1), (1, 4112, "static", 2),
-    # each part at least a warp's 32 vectors: 128 bf16 (16 vectors) never splits, 2048 (256)
-    # splits 8 ways, 1024 (128) 4 ways
-    (1, 128, "static", 1), (1, 2048, "static", 8), (1, 1024, "static", 4),
-    (1, 1024, "dynamic", 4)])
+    (1, 1024, "dynamic", 4), (1, 4097, "dynamic", 1),
+    # static and group: the fewest CTAs with parts of at most 128 vectors (14336: 1792
+    # vectors, 14 parts; 18432: 2304, 18), within 4 CTAs an SM (528), then the most within
+    (1, 14336, "static", 14), (16, 14336, "group", 14), (1, 18432, "group", 18),
+    (32, 18432, "static", 16), (64, 14336, "static", 8), (128, 14336, "group", 4),
+    (256, 18432, "group", 2), (264, 18432, "static", 2), (265, 18432, "static", 1),
+    (0, 14336, "static", 1),
+    # 1152 is 144 vectors, 9 groups of 128: 2 parts of 72 vectors, or 3 of 3 groups
+    (16, 1152, "static", 2), (16, 1152, "group", 3),
+    # 4100 bf16 is 1025 vectors of 8 bytes (25 parts of 41), 4112 is 514 of 16 bytes
+    # (257 is prime: 2 parts)
+    (1, 4100, "static", 25), (1, 4112, "static", 2),
+    # a part of 128 vectors or fewer is not split (1024 bf16); never under a warp's 32
+    # vectors (128 bf16: 16 vectors)
+    (1, 1024, "static", 1), (1, 2048, "static", 2), (1, 128, "static", 1)])
 def test_suggested_split(tokens, d, mode, split):
-    """A cluster of CTAs a token while tokens * split fits 132 SMs (8 only, for the dynamic
-    scale), the largest of 8, 4 and 2 that the request takes."""
+    """The split suggested_split gives on a device of 132 SMs, a request the kernel takes."""
     from specdsl.kernels.silu_mul_quant import suggested_split
 
     assert suggested_split(d, "bf16", mode, tokens) == split
@@ -261,8 +287,8 @@ def test_suggested_split_without_clusters_and_bad_input():
     from specdsl.kernels.silu_mul_quant import suggested_split
 
     assert suggested_split(14336, "bf16", "static", 1, sm_count=0) == 1
-    assert suggested_split(14336, "bf16", "static", 16, sm_count=64) == 4
-    assert suggested_split(14336, "bf16", "static", np.int64(16), np.int32(132)) == 8
+    assert suggested_split(14336, "bf16", "static", 16, sm_count=16) == 4
+    assert suggested_split(14336, "bf16", "static", np.int64(16), np.int32(132)) == 14
     for message, args in (("tokens must be 0 or more (got -1)", (14336, "bf16", "static", -1)),
                           ("sm_count must be an int (got 1.5)", (14336, "bf16", "static", 1, 1.5)),
                           ("tokens must be an int (got True)", (14336, "bf16", "static", True))):

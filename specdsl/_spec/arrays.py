@@ -21,7 +21,8 @@ when the class is defined (:func:`parse_arrays`):
 * a ``DIM`` is an integer literal, a baked ``int`` field, an integer scalar ``.param``
   of the kernel (the value of this launch's argument), ``grid.x``/``grid.y``/``grid.z``
   (the launch's grid, in CTAs), or ``A * B`` or ``A / B`` of those (``/`` rounds up: a
-  tile touched in part counts);
+  tile touched in part counts; a baked field of 1 drops out: ``grid.x / split`` reads
+  ``grid.x`` where ``split`` is 1);
 * a ``CONDITION`` reads baked fields only: ``flag``, ``not flag``, ``field == value``,
   ``field != value`` or ``field in (value, ...)``.
 
@@ -249,7 +250,8 @@ def _holds(condition: tuple[Any, ...], spec: Any) -> bool:
 
 
 def _fold(dim: Dim, spec: Any) -> Dim:
-    """``dim`` with baked fields replaced by their values and constant parts computed."""
+    """``dim`` with baked fields replaced by their values, constant parts computed, and a
+    product or quotient by 1 dropped (``grid.x / split`` at ``split=1`` is ``grid.x``)."""
     kind = dim[0]
     if kind == "field":
         return ("int", int(getattr(spec, dim[1])))
@@ -257,6 +259,10 @@ def _fold(dim: Dim, spec: Any) -> Dim:
         left, right = _fold(dim[1], spec), _fold(dim[2], spec)
         if left[0] == "int" and right[0] == "int":
             return ("int", apply(kind, left[1], right[1]))
+        if right == ("int", 1):
+            return left
+        if kind == "mul" and left == ("int", 1):
+            return right
         return (kind, left, right)
     return dim
 

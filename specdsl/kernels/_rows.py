@@ -3,6 +3,7 @@ the block policy of the row kernels (one CTA per row: RMSNorm, Softmax, Fp8Quant
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._spec.dtype import DType
@@ -16,7 +17,8 @@ __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_reg
            "l2_evict_last_field",
            "register_cap", "ctas_per_sm",
            "min_ctas_for",
-           "check_resident", "check_resident_block", "MAX_SPLIT", "check_split"]
+           "check_resident", "check_resident_block", "MAX_SPLIT", "check_split",
+           "ONE_VECTOR_PART", "PART_VECTORS", "MIN_PART_VECTORS", "CTAS_PER_SM", "spread_split"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
@@ -130,30 +132,68 @@ def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, s
     return (ctas * split, 1, 1), (block, 1, 1)
 
 
-#: Most CTAs a row may be split over (Softmax's and SiluMulQuant's ``split``): the largest
-#: portable cluster (CUDA Programming Guide, "Thread Block Clusters": 8 CTAs on every
-#: device that has clusters).
+#: Most CTAs of one cluster a row may be split over (Softmax's ``split``, SiluMulQuant's
+#: with the dynamic scale): the largest portable cluster (CUDA Programming Guide, "Thread
+#: Block Clusters": 8 CTAs on every device that has clusters).
 MAX_SPLIT = 8
 
 
-def check_split(field: str, length: int, dtype: DType, split: int) -> int:
-    """Refuse a ``split`` (CTAs of one cluster sharing a row of ``length`` elements, named
-    ``field`` in the message) outside 1 to :data:`MAX_SPLIT`, or one that does not cut the
-    row into equal whole vectors of :func:`vector_elements`. Returns the vectors of a part.
+def check_split(field: str, length: int, dtype: DType, split: int, cluster: bool = True) -> int:
+    """Refuse a ``split`` (CTAs sharing a row of ``length`` elements, named ``field`` in the
+    message) that does not cut the row into equal whole vectors of :func:`vector_elements`,
+    or, for CTAs of one cluster (``cluster``), more than :data:`MAX_SPLIT`. CTAs that share
+    nothing (``cluster=False``) may be as many as the row has vectors. Returns the vectors
+    of a part.
 
     Raises:
         ValueError: naming what is expected (the spec turns it into a SpecError).
     """
-    if isinstance(split, bool) or not isinstance(split, int) or not 1 <= split <= MAX_SPLIT:
-        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row (the largest "
-                         f"portable cluster)")
+    if isinstance(split, bool) or not isinstance(split, int) or split < 1 \
+            or (cluster and split > MAX_SPLIT):
+        most = (f"to {MAX_SPLIT} CTAs a row (the largest portable cluster)" if cluster
+                else "or more CTAs a row")
+        raise ValueError(f"expected 1 (one CTA a row) {most}")
     lanes = vector_elements(length, dtype)
     part, rest = divmod(length // lanes, split)
-    if rest:
+    if rest or not part:
         raise ValueError(f"expected a split of the row into equal whole "
                          f"{lanes * dtype.size}-byte vectors ({field}={length} of {dtype} is "
                          f"{length // lanes} vectors)")
     return part
+
+
+#: A CTA's part of a split row (SiluMulQuant's, Fp8Quant's) up to this many vectors is
+#: loaded one vector a thread (the ``block`` defaults).
+ONE_VECTOR_PART = 512
+#: :func:`spread_split` gives parts of at most this many vectors (one vector a thread of 4
+#: warps) where the SMs allow it (SiluMulQuant, measured best at 1 to 8 tokens of 14336
+#: and 18432 on the H200).
+PART_VECTORS = 128
+#: :func:`spread_split` never leaves a part under a warp's worth of vectors.
+MIN_PART_VECTORS = 32
+#: :func:`spread_split` keeps ``tokens * split`` within this many CTAs an SM (SiluMulQuant
+#: on the H200: 512 CTAs led 256 at 64 to 256 tokens).
+CTAS_PER_SM = 4
+
+
+def spread_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int], bool],
+                 part_vectors: int = PART_VECTORS, ctas_per_sm: int = CTAS_PER_SM) -> int:
+    """CTAs a row for few rows of ``vectors`` vectors, when the CTAs of a row share
+    nothing (SiluMulQuant's and Fp8Quant's static and group scales).
+
+    The fewest CTAs whose parts are at most ``part_vectors`` vectors, where ``tokens *
+    split`` stays within ``ctas_per_sm`` CTAs an SM of the device's ``sm_count``; past
+    that bound, the most CTAs within it; 1 where none is. Each split cuts the
+    row into equal parts of at least :data:`MIN_PART_VECTORS` vectors that ``takes(split)``
+    accepts (the kernel's own conditions: whole groups of 128, say). Measured on the H200:
+    docs/kernels/silu_mul.md and fp8_quant.md, "Few tokens".
+    """
+    if tokens < 1:
+        return 1
+    most = min(ctas_per_sm * sm_count // tokens, vectors // MIN_PART_VECTORS)
+    fewest = next((s for s in range(1, most + 1) if vectors <= s * part_vectors), most + 1)
+    candidates = [*range(fewest, most + 1), *range(min(fewest - 1, most), 1, -1)]
+    return next((s for s in candidates if vectors % s == 0 and takes(s)), 1)
 
 
 #: The values ``rows_per_cta`` may take (RMSNorm, Softmax): rows a CTA reduces together.

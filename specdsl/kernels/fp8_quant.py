@@ -10,34 +10,39 @@ from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
 from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, count, launch_count, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of
+from ._fp8_reference import (
+    E4M3_MAX,
+    GROUP_EPS,
+    GROUP_SIZE,
+    MIN_SCALE,
+    example,
+    group_reference,
+    kernel_codes,
+    mode_reference,
+    reference,
+)
 from ._rows import (
+    ONE_VECTOR_PART,
     cdiv,
     check_length,
+    check_resident_block,
+    check_split,
     most_vectors_per_thread,
+    row_launch_dims,
     row_vectors,
+    spread_split,
     threads_for,
+    vector_elements,
     windowed,
 )
 from ._streaming import FP8_L1_NO_ALLOCATE_DOC, l1_no_allocate_field
-from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
-           "check_group", "example",
+           "check_group", "example", "suggested_split",
            "default_block", "E4M3_MAX", "MIN_SCALE", "GROUP_SIZE", "GROUP_EPS", "DEFAULT_BLOCK",
-           "MAX_HIDDEN"]
+           "MAX_HIDDEN", "STATIC_PART_VECTORS", "STATIC_CTAS_PER_SM"]
 
-#: Largest finite OCP FP8 E4M3 value (OCP 8-bit Floating Point Specification, 2023).
-E4M3_MAX = 448.0
-#: The dynamic scale's floor: the smallest normal f32, 2^-126. An all-zero row gets this
-#: scale (and zero codes); 1/scale stays finite.
-MIN_SCALE = 2.0**-126
-#: Elements a group of scale_mode "group" (DeepSeek-V3's blockwise activation scales:
-#: DeepSeek-V3 technical report, 2024, section 3.3.2, "1x128 tiles").
-GROUP_SIZE = 128
-#: The group amax's floor, as vLLM's ``per_token_group_quant_fp8`` (its ``eps``, 1e-10):
-#: an all-zero group gets scale 1e-10 / 448 and zero codes.
-GROUP_EPS = 1e-10
 #: Threads per CTA for rows of up to 256 threads x 8 16-byte vectors (measured best at
 #: hidden 4096 and 8192, docs/kernels/fp8_quant.md); longer rows get more threads.
 DEFAULT_BLOCK = 256
@@ -47,15 +52,30 @@ DEFAULT_BLOCK = 256
 MAX_HIDDEN = 2**20
 
 
-def default_block(hidden: int, dtype: DType) -> int:
-    """Threads per CTA for rows of ``hidden`` elements (the ``block`` default):
-    :data:`DEFAULT_BLOCK`, or the fewest whole warps that hold a longer row in registers
-    (``Fp8Quant(hidden=18432)``: 288 threads; 28672: 448), 1024 for rows longer than
-    that (which then take chunks). A row walked in a window gets 2 vectors a thread where
-    1024 threads hold it so (4097 bf16: 288 threads; the kernel then keeps to 32
-    registers a thread, ``.minnctapersm``)."""
+#: :func:`suggested_split` gives a static scale's split parts of up to this many vectors
+#: (the group scales, SiluMulQuant's 128): a row of 4096 bf16 (512 vectors, 2 a thread of
+#: 256) ran level or slower split on the H200; longer rows gained.
+STATIC_PART_VECTORS = 512
+#: ... and keeps a static scale's ``tokens * split`` within one CTA an SM (on the H200, 128
+#: tokens of 18432 ran 2.99 us unsplit against 3.08 at 2 and 4 CTAs a token).
+STATIC_CTAS_PER_SM = 1
+
+
+def default_block(hidden: int, dtype: DType, split: int = 1) -> int:
+    """Threads per CTA for rows of ``hidden`` elements, ``split`` CTAs a row (the ``block``
+    default): :data:`DEFAULT_BLOCK`, or the fewest whole warps that hold a longer row in
+    registers (``Fp8Quant(hidden=18432)``: 288 threads; 28672: 448), 1024 for rows longer
+    than that (which then take chunks). A row walked in a window gets 2 vectors a thread
+    where 1024 threads hold it so (4097 bf16: 288 threads; the kernel then keeps to 32
+    registers a thread, ``.minnctapersm``). A split row's part of up to
+    :data:`ONE_VECTOR_PART` vectors gets one vector a thread (18432 bf16 at split 18: 128
+    vectors, 128 threads), a longer part the rule above on its length."""
     window = windowed(hidden, dtype)
     lanes, vectors = row_vectors(hidden, dtype, window)
+    if split > 1 and not window:  # the validators refuse a split this does not divide
+        vectors = max(1, vectors // split)
+        if vectors <= ONE_VECTOR_PART:
+            return threads_for(vectors, 1)
     if window and threads_for(vectors, 2) <= 1024:
         # 2 vectors a thread: the kernel then keeps to 32 registers (.minnctapersm), every
         # SM full; 4097 bf16: 52.1 us at 288 threads against 60.8 at 256 (3 sweeps, 40
@@ -85,6 +105,34 @@ def _static_scale_check(instance: Any, attribute: Any, value: float | None) -> N
                          f"(scale_mode is {instance.scale_mode!r})")
 
 
+def _split_check(instance: Any, attribute: Any, split: int) -> None:
+    if split > 1:
+        row = f"hidden={instance.hidden} {instance.dtype.ptx}"
+        if instance.scale_mode == "dynamic":
+            raise ValueError("expected 1 for scale_mode 'dynamic': the dynamic scale's row max "
+                             "needs the whole row in one CTA (the static and group scales split)")
+        if windowed(instance.hidden, instance.dtype):
+            raise ValueError(f"expected 1 for {row}: rows walked in a window (no vector of 8 "
+                             f"bytes or more divides hidden) take one CTA a row")
+        lanes, vectors = row_vectors(instance.hidden, instance.dtype, False)
+        held = 1024 * most_vectors_per_thread(lanes, instance.dtype)
+        if vectors > held:
+            raise ValueError(f"expected 1 for {row}: a row longer than 1024 threads hold in "
+                             f"registers ({held * lanes} elements) is walked in chunks, "
+                             f"by one CTA")
+    part = check_split("hidden", instance.hidden, instance.dtype, split, cluster=False)
+    groups = GROUP_SIZE // vector_elements(instance.hidden, instance.dtype)
+    if instance.scale_mode == "group" and part % groups:
+        raise ValueError(f"expected a split into whole groups of {GROUP_SIZE} "
+                         f"(hidden={instance.hidden} is {instance.hidden // GROUP_SIZE} groups)")
+
+
+def _block_check(instance: Any, attribute: Any, block: int) -> None:
+    block_size(instance, attribute, block)
+    if instance.split > 1:
+        check_resident_block(instance.hidden, instance.dtype, block, instance.split)
+
+
 @kernel_spec(template="fp8_quant.ptx.j2", entry="fp8_quant")
 class Fp8Quant:
     """Quantize ``x`` ``[tokens, hidden]`` to OCP FP8 E4M3 codes ``q`` with f32 scales.
@@ -112,8 +160,8 @@ class Fp8Quant:
 
     Kernel parameters (in order): ``x`` (``dtype``, aligned to one vector,
     :attr:`vector_bytes`), ``q`` (e4m3 bytes, ``[tokens, hidden]``, aligned to
-    :attr:`vector` bytes), then ``scale`` (f32) except for ``static_baked``. Grid: one
-    CTA per token.
+    :attr:`vector` bytes), then ``scale`` (f32) except for ``static_baked``. Grid:
+    ``split`` CTAs per token (:meth:`launch_dims`), one by default.
 
     Any row length: a row moves in the widest vector dividing ``hidden`` (:attr:`vector`),
     16 or 8 bytes; a ``hidden`` no such vector divides is walked in a window of 16-byte
@@ -134,11 +182,20 @@ class Fp8Quant:
     Fields:
         dtype (baked): f32, f16 or bf16.
         hidden (baked): elements per row, 1 to 2^20.
-        block (baked): threads per CTA (the PTX unrolls the row over them), a multiple
-            of 32 up to 1024; the default follows ``hidden`` (:func:`default_block`).
         scale_mode (baked): ``"dynamic"``, ``"static_baked"``, ``"static_param"`` or
             ``"group"``.
         static_scale (baked): the scale for ``static_baked``, else None.
+        split (baked): CTAs a token: CTA k owns part ``k % split`` of token ``k // split``,
+            the parts equal and of whole vectors (whole groups of 128 for ``group``), so a
+            few tokens spread over ``split`` times as many SMs (:func:`suggested_split`
+            says how many). For the static and group scales only, whose parts share
+            nothing (plain CTAs, no cluster): the dynamic scale's row max needs the whole
+            row in one CTA. Only for rows held in registers in whole vectors (up to 65536
+            f16/bf16 or 32768 f32 elements, not :attr:`windowed`), each part by ``block``
+            threads (:attr:`chunks` 1); 1 elsewhere.
+        block (baked): threads per CTA (the PTX unrolls the CTA's row, or part, over them),
+            a multiple of 32 up to 1024; the default follows ``hidden`` and ``split``
+            (:func:`default_block`).
         l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
             scales): faster by graph replay for launches moving 3 to 50 MB, slower from
             100 MB (H200), so off by default; :func:`~specdsl.kernels.suggested_l1_no_allocate`
@@ -155,9 +212,11 @@ class Fp8Quant:
         doc="dynamic per-token scales, one static scale (baked or passed), or per-group scales")
     static_scale: float | None = baked(None, validator=_static_scale_check,
                                        doc="the scale of static_baked, else None")
-    block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype),
-                                     takes_self=True),
-                       validator=block_size, doc="threads per CTA (baked: the PTX unrolls over it)")
+    split: int = baked(1, validator=_split_check,
+                       doc="CTAs a token, each a part of the row (static and group scales)")
+    block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype,
+                                                                self.split), takes_self=True),
+                       validator=_block_check, doc="threads per CTA (baked: the PTX unrolls over it)")
     l1_no_allocate: bool = baked(False, validator=l1_no_allocate_field, doc=FP8_L1_NO_ALLOCATE_DOC)
 
     #: the requests `specdsl verify --variants` compiles: common widths, DeepSeek-V3's MLP
@@ -173,13 +232,22 @@ class Fp8Quant:
         + [{"hidden": 4096, "l1_no_allocate": True}, {"hidden": 7168, "scale_mode": "group",
                                                       "l1_no_allocate": True},
            {"dtype": "f32", "hidden": 8192, "scale_mode": "static_param", "l1_no_allocate": True}]
+        # a token over several CTAs (split): parts of 128 vectors (suggested_split's at few
+        # tokens), 144 on 160 threads (a ragged sweep), one group a CTA
+        + [{"hidden": 18432, "scale_mode": "group", "split": 18},
+           {"hidden": 18432, "scale_mode": "group", "split": 16},
+           {"hidden": 7168, "scale_mode": "group", "split": 56},
+           {"hidden": 4096, "scale_mode": "static_param", "split": 4},
+           {"dtype": "f32", "hidden": 7168, "scale_mode": "static_baked", "static_scale": 0.05,
+            "split": 14}]
     )
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations"):
-    #: one row per CTA, so the rows are grid.x; no scale for static_baked.
-    arrays = {"x": "dtype[grid.x, hidden]", "q": "e4m3[grid.x, hidden]",
+    #: ``split`` CTAs a row, so the rows are grid.x / split (grid.x at split 1, the
+    #: dynamic scale's only split); no scale for static_baked.
+    arrays = {"x": "dtype[grid.x / split, hidden]", "q": "e4m3[grid.x / split, hidden]",
               "scale": "f32[grid.x] if scale_mode == 'dynamic' else "
-                       "f32[grid.x, hidden / 128] if scale_mode == 'group' else "
+                       "f32[grid.x / split, hidden / 128] if scale_mode == 'group' else "
                        "f32[1] if scale_mode == 'static_param' else None"}
 
     @property
@@ -206,28 +274,33 @@ class Fp8Quant:
         return self.vector * self.dtype.size
 
     @property
-    def chunks(self) -> int:
-        """Pieces a row is processed in: 1 when ``block`` threads hold it in registers (x
-        read once), else the number of chunks each of the two passes walks."""
+    def part(self) -> int:
+        """Vectors a CTA walks: the row's (the most a row at any phase touches, in a
+        window), or with ``split`` > 1 its part of the row, ``hidden / vector / split``."""
         vectors = row_vectors(self.hidden, self.dtype, windowed(self.hidden, self.dtype))[1]
+        return vectors // self.split
+
+    @property
+    def chunks(self) -> int:
+        """Pieces a CTA's row (or part) is processed in: 1 when ``block`` threads hold it in
+        registers (x read once; always with ``split`` > 1), else the number of chunks each
+        of the two passes walks."""
         most = most_vectors_per_thread(self.vector, self.dtype)
-        return 1 if vectors <= self.block * most else cdiv(vectors, self.block * most)
+        return 1 if self.part <= self.block * most else cdiv(self.part, self.block * most)
 
     def grid(self, tokens: int) -> tuple[int, int, int]:
-        """One CTA per token.
+        """``split`` CTAs per token, consecutive along x: ``(tokens * split, 1, 1)``.
 
         Raises:
-            SpecError: ``tokens`` is not an int (a NumPy integer is one) from 1 to 2^31 - 1
-                (the grid's x limit).
+            SpecError: ``tokens`` is not an int (a NumPy integer is one) from 1 to
+                ``(2^31 - 1) / split`` (the grid's x limit), naming ``tokens`` and the bound.
         """
-        tokens = launch_count("Fp8Quant", "tokens", tokens)
-        if not 1 <= tokens < 2**31:
-            raise SpecError(f"Fp8Quant.grid: expected 1 to {2**31 - 1} tokens (got {tokens})")
-        return (tokens, 1, 1)
+        return self.launch_dims(tokens)[0]
 
     def launch_dims(self, tokens: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """``(grid, block)`` for ``tokens`` rows: one CTA of ``block`` threads per row."""
-        return self.grid(tokens), (self.block, 1, 1)
+        """``(grid, block)`` for ``tokens`` rows: ``split`` CTAs of ``block`` threads per
+        row (one by default). Raises as :meth:`grid`."""
+        return row_launch_dims("Fp8Quant", tokens, self.block, split=self.split, name="tokens")
 
     def bytes_moved(self, tokens: int) -> int:
         """Fewest bytes a launch must move: x read once, q written once (1 byte per
@@ -239,57 +312,55 @@ class Fp8Quant:
         return tokens * self.hidden * (self.dtype.size + 1) + scales
 
 
-def reference(x: Any, scale: Any = None) -> tuple[Any, Any]:
-    """float64 quantization of ``x`` ``[tokens, hidden]``: ``(x / scale clipped to +-448, scale)``.
+def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: int,
+                    sm_count: int = 132) -> int:
+    """The ``split`` for a launch over ``tokens`` tokens: several CTAs a token when tokens
+    are few, so that the work spreads over the SMs.
 
-    ``scale=None`` computes the dynamic per-token scales ``max(amax / 448, 2^-126)``,
-    shape ``[tokens]``; otherwise ``scale`` is one number. The first result is the
-    exact (unrounded) quotient: E4M3 rounding is what a comparison must tolerate.
+    Rows held in registers in whole vectors (:func:`~specdsl.kernels._rows.spread_split`):
+    group scales as SiluMulQuant's, the fewest CTAs whose parts are at most 128 vectors,
+    within 4 CTAs an SM; a static scale parts of up to :data:`STATIC_PART_VECTORS` (512)
+    vectors within :data:`STATIC_CTAS_PER_SM` (1) CTA an SM; past that bound, the most CTAs
+    within it. Parts are equal whole vectors (and groups of 128), at least a warp's 32. 1
+    for the dynamic scale, rows in a window or in chunks, no tokens or ``sm_count`` 0
+    (``sm_count``: the device's SM count, 132 on an H200).
 
-    Special values, as the kernel (docs/kernels/fp8_quant.md, "Special values"): the
-    row max ``amax`` ignores NaN (as vLLM's ``fmaxf``); a NaN quotient stays NaN (the
-    E4M3 NaN code); quotients beyond +-448, infinities included, saturate to +-448. A
-    row holding +-inf gets scale ``inf``: its finite elements give 0, its infinities
-    ``inf / inf = NaN``.
+    Measured on the H200 (``benchmarks/variants.py fp8-split-rule``, 2026-12-02, two
+    rounds, bf16, graph replay, us; docs/kernels/fp8_quant.md, "Few tokens"): groups of
+    18432, 2.60 unsplit against 1.31 at 18 (1 token), 2.92 against 1.65 (16 tokens), 5.56
+    against 5.31 at 2 (256 tokens); at 4096 and 7168 this rule within 5% of the best split
+    tried (1 to 16). A static scale, 18432: 1.60 against 1.15 (1 token), 1.85 against 1.50
+    (16), 2.25 against 1.99 at 8 (32); from 128 tokens unsplit was faster (2.99 against 3.08
+    at 2 and 4), and 4096 ran level or slower split (64 tokens: 1.35 unsplit, 1.44 at 2).
+
+    Raises:
+        SpecError: a request :class:`Fp8Quant` refuses (naming the field), or ``tokens``
+            or ``sm_count`` not an int of 0 or more (a NumPy integer is one).
     """
-    import numpy as np
+    try:
+        tokens, sm_count = (count("suggested_split", name, value)
+                            for name, value in (("tokens", tokens), ("sm_count", sm_count)))
+    except (TypeError, ValueError) as exc:
+        raise SpecError(str(exc)) from None  # as silu_mul_quant.suggested_split, a SpecError
+    static = 1.0 if scale_mode == "static_baked" else None  # the split ignores its value
+    request = Fp8Quant(hidden=hidden, dtype=dtype, scale_mode=scale_mode,
+                       static_scale=static)
+    if tokens == 0 or sm_count == 0 or request.scale_mode == "dynamic" or request.windowed \
+            or request.chunks > 1:
+        return 1
 
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if scale is None:
-            amax = np.fmax.reduce(np.abs(x), axis=-1, initial=0.0)
-            scale = np.maximum(amax / E4M3_MAX, MIN_SCALE)
-            quotient = x / scale[:, None]
-        else:
-            scale = np.float64(scale)
-            quotient = x / scale
-        return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
+    def takes(split: int) -> bool:
+        try:
+            Fp8Quant(hidden=hidden, dtype=dtype, scale_mode=scale_mode, static_scale=static,
+                     split=split)
+        except SpecError:
+            return False
+        return True
 
-
-def group_reference(x: Any, group: int = GROUP_SIZE) -> tuple[Any, Any]:
-    """float64 per-group quantization of ``x`` ``[tokens, hidden]``: ``(quotient clipped to
-    +-448, scales [tokens, hidden / group])``, ``scale = max(amax, 1e-10) / 448`` a group.
-
-    As :func:`reference`: NaN is ignored by the group max, a group holding +-inf gets
-    scale ``inf``.
-    """
-    import numpy as np
-
-    x = np.asarray(x, dtype=np.float64)
-    groups = x.reshape(x.shape[0], -1, group)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        amax = np.fmax.reduce(np.abs(groups), axis=-1, initial=0.0)
-        scale = np.maximum(amax, GROUP_EPS) / E4M3_MAX
-        quotient = (groups / scale[..., None]).reshape(x.shape)
-    return np.clip(quotient, -E4M3_MAX, E4M3_MAX), scale
-
-
-def mode_reference(y: Any, scale_mode: str, scale: float | None = None) -> tuple[Any, Any]:
-    """:func:`reference` (``"dynamic"``, or ``"static"`` with ``scale``) or
-    :func:`group_reference` (``"group"``) of ``y``: ``(quotient clipped to +-448, scales)``."""
-    if scale_mode == "group":
-        return group_reference(y)
-    return reference(y, None if scale_mode == "dynamic" else scale)
+    if request.scale_mode == "group":
+        return spread_split(request.part, tokens, sm_count, takes)
+    return spread_split(request.part, tokens, sm_count, takes,
+                        part_vectors=STATIC_PART_VECTORS, ctas_per_sm=STATIC_CTAS_PER_SM)
 
 
 def check_group(length: int, field: str) -> None:
@@ -302,81 +373,3 @@ def check_group(length: int, field: str) -> None:
         raise ValueError(f"expected {field} to be a multiple of {GROUP_SIZE} for scale_mode "
                          f"group ({field} is {length}): one scale a group of {GROUP_SIZE} "
                          f"elements")
-
-
-def kernel_codes(x: Any, scale_mode: str = "dynamic", scale: float | None = None) -> tuple[Any, Any]:
-    """The codes and scales the kernel produces for ``x`` ``[tokens, hidden]`` (values exact
-    in f32), computed in f32 as the PTX does: ``amax`` exact, ``scale`` by an IEEE f32
-    division (``div.rn.f32``) and the mode's floor, ``inv`` the IEEE f32 reciprocal
-    (``rcp.rn.f32``), ``x * inv`` rounded to f32 (``mul.rn.f32``), then to E4M3 (nearest
-    even, saturating at +-448; NaN gives 0x7F with x's sign).
-
-    ``scale_mode``: ``"dynamic"``, ``"group"``, or ``"static"`` with ``scale`` the f32
-    scale (baked or passed). Returns ``(codes uint8 [tokens, hidden], scales f32)``:
-    ``[tokens]``, ``[tokens, hidden / 128]`` or the one static scale. Use it to check that a
-    fused kernel quantizes exactly as the unfused pair.
-    """
-    import numpy as np
-
-    x32 = np.asarray(x, dtype=np.float32)
-    f32 = np.float32
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        if scale_mode == "dynamic":
-            amax = np.fmax.reduce(np.abs(x32), axis=-1, initial=f32(0))
-            scales = np.maximum(amax / f32(E4M3_MAX), f32(MIN_SCALE)).astype(f32)
-            inv = (f32(1) / scales)[:, None]
-        elif scale_mode == "group":
-            groups = x32.reshape(x32.shape[0], -1, GROUP_SIZE)
-            amax = np.fmax.reduce(np.abs(groups), axis=-1, initial=f32(0))
-            scales = (np.maximum(amax, f32(GROUP_EPS)) / f32(E4M3_MAX)).astype(f32)
-            inv = np.repeat(f32(1) / scales, GROUP_SIZE, axis=-1)
-        else:
-            scales = f32(scale)
-            inv = f32(1) / scales
-        product = (x32 * inv).astype(f32)
-    codes = to_bits(np.nan_to_num(product, nan=0.0), DType.F8E4M3)
-    nan = np.isnan(product)
-    codes = np.where(nan, np.where(np.signbit(product), 0xFF, 0x7F), codes).astype(np.uint8)
-    return codes, scales
-
-
-def example(spec: Fp8Quant, rng, tokens: int = 37, zero_rows: tuple[int, ...] = (0,)) -> KernelCase:
-    """A launch of ``spec`` on ``tokens`` random rows; rows in ``zero_rows`` are all zero.
-
-    Rows are N(0, 1) times a per-row magnitude from 2^-8 to 2^8. Static scales are
-    chosen so that some elements saturate. Expected ``q`` is the float64 quotient
-    (decoded codes are compared with it). E4M3 keeps 3 mantissa bits: each code is
-    within 2^-4 relative of the quotient, about 2.7e-2 in the L2 norm over normal
-    data; the tolerance is ``TOLERANCE[F8E4M3]`` (4e-2, :data:`~specdsl.kernels.case.TOLERANCE`),
-    far under what a wrong scale or exponent gives.
-    """
-    import numpy as np
-
-    magnitude = 2.0 ** rng.uniform(-8, 8, size=(tokens, 1))
-    x_real = rng.standard_normal((tokens, spec.hidden)) * magnitude
-    for row in zero_rows:
-        if row < tokens:
-            x_real[row] = 0.0
-    x = to_bits(x_real, spec.dtype)
-    xf = from_bits(x, spec.dtype)
-    args: list[tuple[str, Any]] = [("x", x), ("q", Output((tokens, spec.hidden), DType.F8E4M3))]
-    expected: dict[str, Any] = {}
-    if spec.scale_mode == "dynamic":
-        quotient, scale = reference(xf)
-        args.append(("scale", Output((tokens,), DType.F32)))
-        expected["scale"] = scale
-    elif spec.scale_mode == "group":
-        quotient, scale = group_reference(xf)
-        args.append(("scale", Output(scale.shape, DType.F32)))
-        expected["scale"] = scale
-    elif spec.scale_mode == "static_param":
-        static = np.float32(np.abs(xf).max() / 300.0 if np.abs(xf).max() > 0 else 1.0)
-        quotient, _ = reference(xf, float(static))
-        args.append(("scale", np.array([static], dtype=np.float32)))
-    else:
-        quotient, _ = reference(xf, spec.static_scale)
-    expected["q"] = quotient
-    return KernelCase(
-        spec=spec, args=tuple(args), grid=spec.grid(tokens), block=(spec.block, 1, 1),
-        expected=expected, tolerance=TOLERANCE[DType.F8E4M3],
-    )

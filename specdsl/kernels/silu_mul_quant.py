@@ -13,12 +13,17 @@ from ..errors import SpecError
 from . import fp8_quant, silu_mul
 from ._checks import FLOAT_DTYPES, block_size, count, one_of
 from ._rows import (
+    CTAS_PER_SM,
     MAX_SPLIT,
+    MIN_PART_VECTORS,
+    ONE_VECTOR_PART,
+    PART_VECTORS,
     check_resident,
     check_resident_block,
     check_split,
     row_block,
     row_launch_dims,
+    spread_split,
     threads_for,
     vector_elements,
     vector_registers,
@@ -26,14 +31,8 @@ from ._rows import (
 from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
-__all__ = ["SiluMulQuant", "default_block", "suggested_split", "reference", "example"]
-
-#: A CTA's part of a split row up to this many vectors is loaded one vector a thread.
-ONE_VECTOR_PART = 512
-#: :func:`suggested_split` leaves each CTA at least a warp's worth of vectors (a row of
-#: 128 bf16 split 8 ways would be 2 vectors in a 32-thread CTA; not measured).
-MIN_PART_VECTORS = 32
-
+__all__ = ["SiluMulQuant", "default_block", "suggested_split", "reference", "example",
+           "PART_VECTORS", "CTAS_PER_SM"]
 
 def default_block(d: int, dtype: DType, split: int = 1) -> int:
     """Threads per CTA for rows of ``d`` outputs, ``split`` CTAs a row (the ``block``
@@ -60,8 +59,9 @@ def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
 
 
 def _check_split(instance: Any, attribute: Any, split: int) -> None:
-    part = check_split("d", instance.d, instance.dtype, split)
-    groups = fp8_quant.GROUP_SIZE // vector_elements(instance.d, instance.dtype)
+    part = check_split("d", instance.d, instance.dtype, split,
+                       cluster=instance.scale_mode == "dynamic")
+    groups = fp8_quant.GROUP_SIZE // instance.vector
     if instance.scale_mode == "group" and part % groups:
         raise ValueError(f"expected a split into whole groups of {fp8_quant.GROUP_SIZE} "
                          f"(d={instance.d} is {instance.d // fp8_quant.GROUP_SIZE} groups)")
@@ -98,12 +98,13 @@ class SiluMulQuant:
             vectors (32768 f32 or odd widths); a multiple of 128 for ``group``.
         dtype (baked): f32, f16 or bf16.
         scale_mode (baked): ``"dynamic"``, ``"static"`` or ``"group"``.
-        split (baked): CTAs a token, 1 to 8: CTA k owns part ``k % split`` of token
+        split (baked): CTAs a token: CTA k owns part ``k % split`` of token
             ``k // split``, the parts equal (whole vectors, and whole groups of 128 for
-            ``group``). For the dynamic scale the token's CTAs form a thread block cluster
-            (sm_90) and meet in a cluster reduction (distributed shared memory). Few
-            tokens then spread over ``split`` times as many SMs: :func:`suggested_split`
-            says how many.
+            ``group``). For the dynamic scale 1 to 8: the token's CTAs form a thread block
+            cluster (sm_90) and meet in a cluster reduction (distributed shared memory);
+            the static and group scales need nothing across parts, so any count that
+            cuts the row so. Few tokens then spread over ``split`` times as many SMs:
+            :func:`suggested_split` says how many.
         block (baked): threads per CTA (:func:`default_block` of the CTA's part).
         l1_no_allocate (baked): load ``x`` with ``.L1::no_allocate`` (the same codes and
             scales): faster by graph replay for launches moving 3 to 50 MB, slower from
@@ -121,14 +122,15 @@ class SiluMulQuant:
         "dynamic", validator=_check_scale_mode,
         doc="a scale a token (dynamic), one read at launch (static), or a scale a group of 128")
     split: int = baked(1, validator=_check_split,
-                       doc="CTAs a token, 1 to 8, each a part of the row")
+                       doc="CTAs a token, each a part of the row (1 to 8 for dynamic)")
     block: int = baked(attrs.Factory(lambda self: default_block(self.d, self.dtype, self.split),
                                      takes_self=True),
                        validator=_check_block, doc="threads per CTA")
     l1_no_allocate: bool = baked(False, doc=L1_NO_ALLOCATE_DOC)
 
     #: the requests ``specdsl verify --variants`` compiles: each mode at common widths,
-    #: Llama-3's 14336, DeepSeek-V3's 18432, an odd width, and Llama-3.1-405B's 53248.
+    #: Llama-3's 14336, DeepSeek-V3's 18432, an odd width, Llama-3.1-405B's 53248, and
+    #: tokens split over CTAs.
     variants = (
         [{"d": d, "dtype": t, "scale_mode": m} for d in (4096, 14336) for t in ("bf16", "f16", "f32")
          for m in ("dynamic", "static", "group")]
@@ -137,7 +139,10 @@ class SiluMulQuant:
         + [{"d": 4096, "scale_mode": m, "l1_no_allocate": True} for m in ("dynamic", "static", "group")]
         + [{"d": d, "scale_mode": m, "split": s} for d, s in ((14336, 8), (18432, 4))
            for m in ("dynamic", "static", "group")]
-        + [{"d": 4100, "dtype": "f32", "scale_mode": "dynamic", "split": 5}])
+        + [{"d": 4100, "dtype": "f32", "scale_mode": "dynamic", "split": 5}]
+        # beyond a cluster, as suggested_split gives them (parts of 128 vectors)
+        + [{"d": 14336, "scale_mode": "static", "split": 14},
+           {"d": 18432, "scale_mode": "group", "split": 18}])
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations").
     arrays = {"x": "dtype[tokens, 2 * d]", "q": "e4m3[tokens, d]",
@@ -179,25 +184,30 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
     """The ``split`` for a launch over ``tokens`` tokens: several CTAs a token when tokens
     are few, so that the work spreads over the SMs.
 
-    The largest of 8, 4 and 2 CTAs that the request takes (equal parts of whole vectors and
-    groups, each part at least :data:`MIN_PART_VECTORS` vectors) and that still fits one CTA
-    an SM (``tokens * split <= sm_count``, the device's SM count: 132 on an H200, or 0
-    where it has no thread block clusters, before sm_90, which always gives 1). With the
-    dynamic scale, whose CTAs meet in a cluster reduction, only where 8 CTAs a token would
-    fit (up to 16 tokens on an H200); a width that 8 does not divide into such parts then
-    takes 4 or 2 (not measured). Measured on the H200 (``benchmarks/variants.py silu-quant-split``, 2026-12-02,
-    bf16, graph replay, us, unsplit against split; docs/kernels/silu_mul.md, "Few tokens"):
+    The static and group scales (plain CTAs): the fewest CTAs a token whose parts are at
+    most :data:`PART_VECTORS` vectors, where ``tokens * split`` stays within
+    :data:`CTAS_PER_SM` CTAs an SM; beyond that, the most CTAs within it (1 where even
+    2 is beyond it). The dynamic scale, whose CTAs meet in a cluster reduction: the
+    largest of 8, 4 and 2 where 8 CTAs a token fit one an SM (``tokens * 8 <= sm_count``,
+    up to 16 tokens on an H200). Each part is equal whole vectors (and groups), at least
+    :data:`MIN_PART_VECTORS`. ``sm_count`` is the device's SM count (132 on an H200); 0
+    gives 1 (``specdsl.torch`` passes 0 for the dynamic scale on a device without thread
+    block clusters, before sm_90).
 
-    * 1 token of 14336: dynamic 2.57 against 2.31 at 8, static 2.60 against 1.58, groups
-      2.78 against 1.70;
-    * 16 tokens of 14336: 3.28 against 2.93, 3.24 against 2.32, 3.28 against 2.32; of
-      18432: 3.79 against 3.20, 3.62 against 2.58, 4.10 against 2.49 (at 128 or 160
-      threads, before :func:`default_block` gave a part one vector a thread);
-    * 64 tokens of 14336: static 3.45 against 3.02 at 2, groups 3.64 against 3.08; the
-      dynamic scale 3.60 against 3.82 (so 1);
-    * from 128 tokens (2 CTAs a token would be 256): 1. The static scale ran up to 5%
-      slower split (2% faster at 128 x 14336, split 2), the dynamic one 12 to 50% slower;
-      group scales ran 5 to 9% faster at the best split (one round; not taken).
+    Measured on the H200 (bf16, graph replay, us; docs/kernels/silu_mul.md, "Few tokens"):
+
+    * ``benchmarks/variants.py silu-quant-split-wide`` (2026-12-02, two rounds): 1 token
+      of 18432, static scale, 1.46 at split 8, 1.38 at 12 and 16, 1.30 at 18 (128 vectors
+      a part), 1.31 to 1.40 from 24 to 144; of 14336, 1.38 at 8, 1.30 at 16 (112), 1.32 to
+      1.39 beyond. The same order for groups and up to 8 tokens.
+    * ``silu-quant-split-rule`` (2026-12-02, two rounds), this rule against splits of 1 to
+      16: at 4096, 14336 and 18432, 1 to 32 tokens, it was the fastest or within 0.01 us
+      (static scale, 1 token of 14336: 1.29 against 2.62 unsplit and 1.38 at 8). More CTAs
+      an SM won from 64 tokens: at 64, 8 CTAs a token (512) against 4 (256), 2.75 and 2.77 at
+      14336, 3.05 and 3.25 at 18432; at 128, 4 against 2: 3.74 and 4.08 at 14336; at 256, 2
+      against 1: 6.05 and 6.28, 7.03 and 7.19 at 18432 (groups 7.38 and 8.12).
+    * ``silu-quant-split`` (2026-12-02): the dynamic scale, 16 tokens of 14336, 3.28
+      unsplit against 2.93 at 8; 64 tokens, 3.60 against 3.82 at 2 (so 1).
 
     Raises:
         SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
@@ -209,17 +219,21 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
     except (TypeError, ValueError) as exc:
         raise SpecError(str(exc)) from None  # as softmax.suggested_split, a SpecError
     request = SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode)
-    if tokens == 0 or (request.scale_mode == "dynamic" and tokens * MAX_SPLIT > sm_count):
-        return 1
     vectors = d // request.vector
-    for split in (8, 4, 2):
-        if tokens * split <= sm_count and vectors // split >= MIN_PART_VECTORS:
-            try:
-                return SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode,
-                                    split=split).split
-            except SpecError:
-                continue
-    return 1
+
+    def takes(split: int) -> bool:
+        try:
+            SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode, split=split)
+        except SpecError:
+            return False
+        return True
+
+    if request.scale_mode != "dynamic":
+        return spread_split(vectors, tokens, sm_count, takes)
+    if tokens == 0 or tokens * MAX_SPLIT > sm_count:
+        return 1
+    return next((s for s in (8, 4, 2) if vectors // s >= MIN_PART_VECTORS and vectors % s == 0
+                 and takes(s)), 1)
 
 
 def reference(x: Any, d: int, dtype: DType, scale_mode: str,
