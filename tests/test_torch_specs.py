@@ -47,11 +47,27 @@ def test_dtype_of(dtype, expected):
     assert specs.dtype_of(dtype) is expected
 
 
-def test_dtype_of_refuses_other_dtypes():
-    """Any other torch dtype is a SpecError naming it and the three taken."""
-    with pytest.raises(SpecError, match=r"dtype = torch\.float64 is invalid: expected "
-                                        r"torch\.float32, torch\.float16 or torch\.bfloat16"):
-        specs.rms_norm(4096, 1e-6, torch.float64)
+@pytest.mark.parametrize("function,call", [
+    ("rms_norm", lambda dtype: specs.rms_norm(4096, 1e-6, dtype)),
+    ("softmax", lambda dtype: specs.softmax(4096, 1.0, dtype)),
+    ("softmax_split", lambda dtype: specs.softmax_split(32768, dtype, 1, 132)),
+    ("rotary_embedding", lambda dtype: specs.rotary_embedding(dtype, 32, 8, 128, None, 1e4,
+                                                              "neox")),
+    ("silu_and_mul", lambda dtype: specs.silu_and_mul(4096, dtype, 16)),
+    ("scaled_fp8_quant", lambda dtype: specs.scaled_fp8_quant(4096, dtype, True, 16)),
+    ("per_token_group_quant_fp8", lambda dtype: specs.per_token_group_quant_fp8(4096, dtype)),
+    ("rms_norm_quant", lambda dtype: specs.rms_norm_quant(4096, 1e-6, dtype, False, "static")),
+    ("silu_and_mul_quant", lambda dtype: specs.silu_and_mul_quant(4096, dtype, "static", 1,
+                                                                  132)),
+])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int8, "bf16"])
+def test_dtype_of_refuses_other_dtypes(function, call, dtype):
+    """Any other dtype is a SpecError naming the specs function, the value and the three
+    taken."""
+    with pytest.raises(SpecError, match=rf"^specs\.{function}: dtype = {re.escape(repr(dtype))} "
+                                        r"is invalid: expected torch\.float32, torch\.float16 "
+                                        r"or torch\.bfloat16$"):
+        call(dtype)
 
 
 @pytest.mark.parametrize("cols,rows,sm_count,split", [
@@ -121,17 +137,27 @@ def test_softmax_keeps_exponentials_caches_no_row_count():
      SiluMulQuant(d=4096)),
     # few rows on a device with clusters: a cluster of CTAs a row (suggested_split)
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "static", 16, 132),
-     SiluMulQuant(d=14336, scale_mode="static", split=8, block=224)),
+     SiluMulQuant(d=14336, scale_mode="static", split=14, block=128)),
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "group", 64, 132),
-     SiluMulQuant(d=14336, scale_mode="group", split=2, l1_no_allocate=True)),
+     SiluMulQuant(d=14336, scale_mode="group", split=8, l1_no_allocate=True)),
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "dynamic", 64, 132),
      SiluMulQuant(d=14336, l1_no_allocate=True)),
     # ... not where the device has none (sm_count 0, the default)
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "static", 16),
      SiluMulQuant(d=14336, scale_mode="static")),
+    # Fp8Quant's static and group scales split few rows too; the dynamic scale never
+    (lambda: specs.scaled_fp8_quant(18432, torch.bfloat16, True, 16, 132),
+     Fp8Quant(hidden=18432, scale_mode="static_param", split=6)),
+    (lambda: specs.per_token_group_quant_fp8(18432, torch.bfloat16, 64, 132),
+     Fp8Quant(hidden=18432, scale_mode="group", split=8, l1_no_allocate=True)),
+    (lambda: specs.scaled_fp8_quant(18432, torch.bfloat16, False, 16, 132),
+     Fp8Quant(hidden=18432)),
+    (lambda: specs.per_token_group_quant_fp8(18432, torch.bfloat16, 16),
+     Fp8Quant(hidden=18432, scale_mode="group")),
 ], ids=["silu-8", "silu-256", "silu-1024", "silu-2048", "fp8-256", "fp8-window", "group-512",
         "silu-quant-256", "silu-quant-16384", "silu-quant-16-split", "silu-quant-64-group",
-        "silu-quant-64-dynamic", "silu-quant-no-clusters"])
+        "silu-quant-64-dynamic", "silu-quant-no-clusters", "fp8-static-16", "fp8-group-64",
+        "fp8-dynamic-16", "fp8-group-no-sms"])
 def test_small_launches_take_their_geometry_and_loads(built, expected):
     """The SiluMul and FP8 requests follow the rows of a call (suggested_geometry,
     small_launch_loads); the geometry's block is a launch field, so it is compared too."""
@@ -153,31 +179,39 @@ def test_a_bad_row_count_is_a_spec_error_naming_the_function(rows):
 
 
 @pytest.mark.parametrize("sm_count", [-1, 2.5, True])
-def test_a_bad_sm_count_is_a_spec_error(sm_count):
-    """silu_and_mul_quant's sm_count: an int of 0 or more, else a SpecError naming it."""
-    with pytest.raises(SpecError, match=rf"specs\.silu_and_mul_quant: sm_count must be an int "
+@pytest.mark.parametrize("function,call", [
+    ("silu_and_mul_quant", lambda n: specs.silu_and_mul_quant(4096, torch.bfloat16, "static",
+                                                              16, n)),
+    ("scaled_fp8_quant", lambda n: specs.scaled_fp8_quant(4096, torch.bfloat16, True, 16, n)),
+    ("per_token_group_quant_fp8", lambda n: specs.per_token_group_quant_fp8(
+        4096, torch.bfloat16, 16, n))])
+def test_a_bad_sm_count_is_a_spec_error(function, call, sm_count):
+    """sm_count: an int of 0 or more, else a SpecError naming the function and the value."""
+    with pytest.raises(SpecError, match=rf"specs\.{function}: sm_count must be an int "
                                         rf"of 0 or more \(got {re.escape(repr(sm_count))}\)"):
-        specs.silu_and_mul_quant(4096, torch.bfloat16, "static", 16, sm_count)
+        call(sm_count)
 
 
 def test_silu_and_mul_quant_rows_past_the_sms_share_one_cache_entry():
-    """Rows beyond sm_count all give split 1: one cached request for all of them."""
-    specs.silu_and_mul_quant(4096, torch.bfloat16, "group", 133, 132)
+    """Rows beyond 4 CTAs an SM (CTAS_PER_SM) all give split 1: one cached request for
+    all of them."""
+    specs.silu_and_mul_quant(4096, torch.bfloat16, "group", 529, 132)
     before = specs._silu_and_mul_quant.cache_info()
-    for rows in (134, 1000, 10**6):
+    for rows in (530, 1000, 10**6):
         specs.silu_and_mul_quant(4096, torch.bfloat16, "group", rows, 132)
     after = specs._silu_and_mul_quant.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 3
 
 
 def test_silu_and_mul_quant_modules_over_row_counts():
-    """docs/torch.md: 14336 with a static scale takes six requests on an H200 over 1 to
-    2000 rows: split 8 (1-16), 4 (17-33, the loads without L1 lines from 30), 2 (34-66),
-    then 1, with those loads up to 936 rows."""
+    """docs/torch.md: 14336 with a static scale takes eight requests on an H200 over 1 to
+    2000 rows: split 14 (1-37, the loads without L1 lines from 30), 8 (38-66), 7 (67-75),
+    4 (76-132), 2 (133-264), then 1, with those loads up to 936 rows."""
     found = {}
     for rows in range(1, 2001):
         request = specs.silu_and_mul_quant(14336, torch.bfloat16, "static", rows, 132)
         found.setdefault((request.split, request.l1_no_allocate), []).append(rows)
     assert {key: (rows[0], rows[-1]) for key, rows in found.items()} == {
-        (8, False): (1, 16), (4, False): (17, 29), (4, True): (30, 33), (2, True): (34, 66),
-        (1, True): (67, 936), (1, False): (937, 2000)}
+        (14, False): (1, 29), (14, True): (30, 37), (8, True): (38, 66), (7, True): (67, 75),
+        (4, True): (76, 132), (2, True): (133, 264), (1, True): (265, 936),
+        (1, False): (937, 2000)}

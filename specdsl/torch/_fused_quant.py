@@ -174,7 +174,9 @@ def _silu_plan(x: torch.Tensor, scale: torch.Tensor | None, mode: str, index: in
     _silu_checks(x, scale)
     _validate.on_cuda(_SILU, "x", x)
     rows = _validate.rows(x)
-    spec = _silu_request(x, mode, rows, _runtime.cluster_sm_count(index))
+    # the dynamic scale's CTAs of a row form a cluster (sm_90); the others share nothing
+    sms = _runtime.cluster_sm_count(index) if mode == "dynamic" else _runtime.sm_count(index)
+    spec = _silu_request(x, mode, rows, sms)
     d = x.shape[-1] // 2
     return _validate.plan(spec, rows, (*x.shape[:-1], d),
                           scales_shape(x, mode, d))
@@ -354,9 +356,10 @@ def silu_and_mul_quant(x: torch.Tensor, scale: torch.Tensor | None = None,
     through device memory (:class:`~specdsl.kernels.SiluMulQuant`; vLLM's
     ``silu_and_mul_quant`` for a static ``scale``). Modes as :func:`rms_norm_quant` (ops
     ``specdsl::silu_and_mul_quant_dynamic``, ``_static``, ``_group``); loads as
-    :func:`scaled_fp8_quant`'s. On sm_90 and newer, each of few rows is shared by up to 8
-    CTAs (:func:`~specdsl.kernels.silu_mul_quant.suggested_split` for the device's SM
-    count; the same bits).
+    :func:`scaled_fp8_quant`'s. Each of few rows is shared by several CTAs
+    (:func:`~specdsl.kernels.silu_mul_quant.suggested_split` for the device's SM count;
+    the same bits): with the dynamic scale up to 8, a thread block cluster, on sm_90 and
+    newer only.
 
     Args:
         x: ``[..., 2 * d]``, contiguous, on a CUDA device; f32, f16 or bf16: the gate

@@ -26,10 +26,11 @@ def _check(x: torch.Tensor, scale: torch.Tensor | None = None) -> None:
         _validate.static_scale(_OP_NAME, scale, x)
 
 
-def _request(x: torch.Tensor, static: bool, rows: int = 0) -> Any:
-    """The request for ``rows`` rows of ``x`` (0 at trace time: the request's checks only)."""
+def _request(x: torch.Tensor, static: bool, rows: int = 0, sm_count: int = 0) -> Any:
+    """The request for ``rows`` rows of ``x`` on a device of ``sm_count`` SMs (0 rows at
+    trace time: the request's checks only)."""
     return _validate.request(_OP_NAME, "x", x, specs.scaled_fp8_quant,
-                             x.shape[-1], x.dtype, static, rows)
+                             x.shape[-1], x.dtype, static, rows, sm_count)
 
 
 def scales_shape(x: torch.Tensor, mode: str = "dynamic", width: Any = None) -> tuple[Any, ...]:
@@ -51,13 +52,14 @@ def new_scales(x: torch.Tensor, mode: str = "dynamic", width: Any = None) -> tor
     return x.new_empty(scales_shape(x, mode, width), dtype=torch.float32)
 
 
-def _plan(x: torch.Tensor, scale: torch.Tensor | None) -> _validate.Plan:
-    """Every check of a scaled_fp8_quant call, in order; the plan they settle."""
+def _plan(x: torch.Tensor, scale: torch.Tensor | None, index: int) -> _validate.Plan:
+    """Every check of a scaled_fp8_quant call, in order; the plan they settle for device
+    ``index`` (with a static scale, few rows are split over CTAs by its SM count)."""
     _check(x, scale)
     _validate.on_cuda(_OP_NAME, "x", x)
     rows = _validate.rows(x)
-    return _validate.plan(_request(x, scale is not None, rows), rows,
-                          scales_shape(x))
+    return _validate.plan(_request(x, scale is not None, rows, _runtime.sm_count(index)),
+                          rows, scales_shape(x))
 
 
 _PLANS = _validate.Plans()
@@ -68,12 +70,14 @@ def _quantize(x: torch.Tensor, scale: torch.Tensor | None) -> tuple[torch.Tensor
     new per-token scales when ``scale`` is None."""
     key: tuple[Any, ...]
     if scale is None:
-        key, index = (x.shape, x.dtype), _validate.placed(x)
+        index = _validate.placed(x)
+        key = (x.shape, x.dtype, index)
     else:
-        key, index = (x.shape, x.dtype, scale.shape, scale.dtype), _validate.placed(x, scale)
+        index = _validate.placed(x, scale)
+        key = (x.shape, x.dtype, scale.shape, scale.dtype, index)
     plan = _PLANS.get(key)
     if plan is None or index < 0:
-        plan = _PLANS.keep(key, _plan(x, scale))
+        plan = _PLANS.keep(key, _plan(x, scale, index))
     (scales,) = plan.shapes
     q = torch.empty_like(x, dtype=FP8_DTYPE)
     if scale is None:
@@ -165,17 +169,19 @@ def scaled_fp8_quant(x: torch.Tensor, scale: torch.Tensor | None = None
 _GROUP_NAME = "specdsl.torch.per_token_group_quant_fp8"
 
 
-def _group_request(x: torch.Tensor, rows: int = 0) -> Any:
+def _group_request(x: torch.Tensor, rows: int = 0, sm_count: int = 0) -> Any:
     return _validate.request(_GROUP_NAME, "x", x, specs.per_token_group_quant_fp8,
-                             x.shape[-1], x.dtype, rows)
+                             x.shape[-1], x.dtype, rows, sm_count)
 
 
-def _group_plan(x: torch.Tensor) -> _validate.Plan:
-    """Every check of a per_token_group_quant_fp8 call, in order; the plan they settle."""
+def _group_plan(x: torch.Tensor, index: int) -> _validate.Plan:
+    """Every check of a per_token_group_quant_fp8 call, in order; the plan they settle for
+    device ``index`` (few rows are split over CTAs by its SM count)."""
     _validate.float_tensor(_GROUP_NAME, "x", x)
     _validate.on_cuda(_GROUP_NAME, "x", x)
     rows = _validate.rows(x)
-    return _validate.plan(_group_request(x, rows), rows, scales_shape(x, "group"))
+    return _validate.plan(_group_request(x, rows, _runtime.sm_count(index)), rows,
+                          scales_shape(x, "group"))
 
 
 _GROUP_PLANS = _validate.Plans()
@@ -184,10 +190,11 @@ _GROUP_PLANS = _validate.Plans()
 def _group(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The implementation of ``specdsl::per_token_group_quant_fp8`` (and of its eager fast
     path)."""
-    key, index = (x.shape, x.dtype), _validate.placed(x)
+    index = _validate.placed(x)
+    key = (x.shape, x.dtype, index)
     plan = _GROUP_PLANS.get(key)
     if plan is None or index < 0:
-        plan = _GROUP_PLANS.keep(key, _group_plan(x))
+        plan = _GROUP_PLANS.keep(key, _group_plan(x, index))
     (scales,) = plan.shapes
     q, scale = torch.empty_like(x, dtype=FP8_DTYPE), x.new_empty(scales, dtype=torch.float32)
     if plan.rows:

@@ -43,6 +43,8 @@ from ..kernels import (
     small_launch_loads,
 )
 from ..kernels._checks import count
+from ..kernels._rows import CTAS_PER_SM
+from ..kernels.fp8_quant import suggested_split as suggested_fp8_split
 from ..kernels.silu_mul import suggested_geometry
 from ..kernels.silu_mul_quant import suggested_split as suggested_quant_split
 from ..kernels.softmax import (
@@ -64,16 +66,18 @@ _KEPT = 1024
 _R = TypeVar("_R", SiluMul, SiluMulQuant, Fp8Quant)
 
 
-def dtype_of(dtype: torch.dtype) -> DType:
-    """The specdsl :class:`~specdsl.DType` of a torch dtype.
+def dtype_of(dtype: torch.dtype, function: str | None = None) -> DType:
+    """The specdsl :class:`~specdsl.DType` of a torch dtype; ``function``, the specs
+    function asking, is named in the message.
 
     Raises:
         SpecError: not torch.float32, torch.float16 or torch.bfloat16.
     """
-    found = DTYPES.get(dtype)
+    found = DTYPES.get(dtype) if isinstance(dtype, torch.dtype) else None
     if found is None:
-        raise SpecError(f"dtype = {dtype} is invalid: expected torch.float32, torch.float16 "
-                        f"or torch.bfloat16")
+        where = f"specs.{function}: " if function else ""
+        raise SpecError(f"{where}dtype = {dtype!r} is invalid: expected torch.float32, "
+                        f"torch.float16 or torch.bfloat16")
     return found
 
 
@@ -81,15 +85,15 @@ def dtype_of(dtype: torch.dtype) -> DType:
 def rms_norm(hidden: int, eps: float, dtype: torch.dtype, fused_residual: bool = False,
              l2_evict_last: bool = False) -> RMSNorm:
     """The :class:`~specdsl.kernels.RMSNorm` for rows of ``hidden`` elements of ``dtype``."""
-    return RMSNorm(hidden=hidden, eps=eps, dtype=dtype_of(dtype), fused_residual=fused_residual,
-                   l2_evict_last=l2_evict_last)
+    return RMSNorm(hidden=hidden, eps=eps, dtype=dtype_of(dtype, "rms_norm"),
+                   fused_residual=fused_residual, l2_evict_last=l2_evict_last)
 
 
 @functools.lru_cache(maxsize=_KEPT)
 def softmax(cols: int, scale: float, dtype: torch.dtype, split: int = 1,
             l2_evict_last: bool = False, keep_exponentials: bool = False) -> Softmax:
     """The :class:`~specdsl.kernels.Softmax` for rows of ``cols`` elements, ``split`` CTAs a row."""
-    return Softmax(cols=cols, scale=scale, dtype=dtype_of(dtype), split=split,
+    return Softmax(cols=cols, scale=scale, dtype=dtype_of(dtype, "softmax"), split=split,
                    l2_evict_last=l2_evict_last, keep_exponentials=keep_exponentials)
 
 
@@ -128,17 +132,18 @@ def _keeps(cols: int, dtype: torch.dtype, sm_count: int, split: int,
 
 @functools.lru_cache(maxsize=_KEPT)
 def _split(cols: int, dtype: torch.dtype, rows: int, sm_count: int) -> int:
-    if sm_count < 1 or rows < 1 or cols < 1 or cols % dtype_of(dtype).vector_lanes:
+    elements = dtype_of(dtype, "softmax_split")
+    if sm_count < 1 or rows < 1 or cols < 1 or cols % elements.vector_lanes:
         return 1
-    return suggested_split(cols, dtype_of(dtype), rows, sm_count)
+    return suggested_split(cols, elements, rows, sm_count)
 
 
 @functools.lru_cache(maxsize=_KEPT)
 def rotary_embedding(dtype: torch.dtype, q_heads: int, kv_heads: int, head_dim: int,
                      rotary_dim: int | None, theta: float, style: str) -> RoPE:
     """The :class:`~specdsl.kernels.RoPE` rotating ``q_heads`` and ``kv_heads`` heads in place."""
-    return RoPE(dtype=dtype_of(dtype), q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
-                rotary_dim=rotary_dim, theta=theta,
+    return RoPE(dtype=dtype_of(dtype, "rotary_embedding"), q_heads=q_heads, kv_heads=kv_heads,
+                head_dim=head_dim, rotary_dim=rotary_dim, theta=theta,
                 style=cast(Literal["neox", "gptj"], style))  # RoPE refuses other names
 
 
@@ -173,32 +178,56 @@ def silu_and_mul(d: int, dtype: torch.dtype, rows: int | None = None) -> SiluMul
 @functools.lru_cache(maxsize=_KEPT)
 def _silu_and_mul(d: int, dtype: torch.dtype, geometry: tuple[int, int] | None) -> SiluMul:
     if geometry is None:
-        return SiluMul(dtype=dtype_of(dtype), d=d)
+        return SiluMul(dtype=dtype_of(dtype, "silu_and_mul"), d=d)
     unroll, block = geometry
-    return SiluMul(dtype=dtype_of(dtype), d=d, unroll=unroll, block=block)
+    return SiluMul(dtype=dtype_of(dtype, "silu_and_mul"), d=d, unroll=unroll, block=block)
 
 
 def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool,
-                     rows: int | None = None) -> Fp8Quant:
+                     rows: int | None = None, sm_count: int = 0) -> Fp8Quant:
     """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``: per-token
     dynamic scales, or (``static``) one f32 scale read from device memory at launch; loads
     without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`;
-    ``rows=None``: a large launch's)."""
-    return _for_rows(_fp8_quant(hidden, dtype, "static_param" if static else "dynamic"),
-                     _rows("scaled_fp8_quant", rows))
+    ``rows=None``: a large launch's). With a static scale, few rows are each shared by
+    several CTAs, as :func:`~specdsl.kernels.fp8_quant.suggested_split` chooses for a device
+    of ``sm_count`` SMs (the op passes its device's; 0, the default: never split)."""
+    return _fp8_for_rows("scaled_fp8_quant", hidden, dtype,
+                         "static_param" if static else "dynamic", rows, sm_count)
 
 
-def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype,
-                              rows: int | None = None) -> Fp8Quant:
+def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype, rows: int | None = None,
+                              sm_count: int = 0) -> Fp8Quant:
     """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``, one scale a
-    group of 128 elements (``scale_mode="group"``); loads as :func:`scaled_fp8_quant`'s."""
-    return _for_rows(_fp8_quant(hidden, dtype, "group"), _rows("per_token_group_quant_fp8", rows))
+    group of 128 elements (``scale_mode="group"``); loads and split as
+    :func:`scaled_fp8_quant`'s with a static scale."""
+    return _fp8_for_rows("per_token_group_quant_fp8", hidden, dtype, "group", rows, sm_count)
+
+
+def _fp8_for_rows(function: str, hidden: int, dtype: torch.dtype, mode: str,
+                  rows: int | None, sm_count: int) -> Fp8Quant:
+    rows = _rows(function, rows)
+    sm_count = _sm_count(function, sm_count)
+    # rows beyond CTAS_PER_SM CTAs an SM all split 1: the cache keeps one entry for them
+    few = None if rows is None or mode == "dynamic" else min(rows, CTAS_PER_SM * sm_count + 1)
+    return _for_rows(_fp8_quant(hidden, dtype, mode, few, sm_count), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
-def _fp8_quant(hidden: int, dtype: torch.dtype, mode: str) -> Fp8Quant:
-    return Fp8Quant(dtype=dtype_of(dtype), hidden=hidden,
+def _fp8_quant(hidden: int, dtype: torch.dtype, mode: str, rows: int | None = None,
+               sm_count: int = 0) -> Fp8Quant:
+    function = "per_token_group_quant_fp8" if mode == "group" else "scaled_fp8_quant"
+    elements = dtype_of(dtype, function)
+    split = 1 if rows is None else suggested_fp8_split(hidden, elements, mode, rows, sm_count)
+    return Fp8Quant(dtype=elements, hidden=hidden, split=split,
                     scale_mode=cast(Literal["dynamic", "static_param", "group"], mode))
+
+
+def _sm_count(function: str, sm_count: int) -> int:
+    """``sm_count`` checked: an int of 0 or more."""
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
+        raise SpecError(f"specs.{function}: sm_count must be an int of 0 or more "
+                        f"(got {sm_count!r})")
+    return sm_count
 
 
 #: The scale modes of the fused FP8 epilogues (the kernels refuse other names).
@@ -210,7 +239,7 @@ def rms_norm_quant(hidden: int, eps: float, dtype: torch.dtype, fused_residual: 
                    scale_mode: str, l2_evict_last: bool = False) -> RMSNormQuant:
     """The :class:`~specdsl.kernels.RMSNormQuant` for rows of ``hidden``, with scales of
     ``scale_mode`` (``"dynamic"``, ``"static"`` or ``"group"``)."""
-    return RMSNormQuant(hidden=hidden, eps=eps, dtype=dtype_of(dtype),
+    return RMSNormQuant(hidden=hidden, eps=eps, dtype=dtype_of(dtype, "rms_norm_quant"),
                         fused_residual=fused_residual, scale_mode=cast(_Mode, scale_mode),
                         l2_evict_last=l2_evict_last)
 
@@ -219,22 +248,21 @@ def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
                        rows: int | None = None, sm_count: int = 0) -> SiluMulQuant:
     """The :class:`~specdsl.kernels.SiluMulQuant` for ``rows`` rows of ``2 * d`` inputs,
     ``d`` codes, with scales of ``scale_mode``; loads as :func:`scaled_fp8_quant`'s. A few
-    rows are each shared by a thread block cluster of CTAs, as
+    rows are each shared by several CTAs, as
     :func:`~specdsl.kernels.silu_mul_quant.suggested_split` chooses for a device of
-    ``sm_count`` SMs (the op passes its device's; 0, the default, for a device without
-    clusters, before sm_90: never split). ``rows=None``: a large launch's request."""
+    ``sm_count`` SMs (the op passes its device's, for the dynamic scale 0 on a device
+    without thread block clusters, before sm_90; 0, the default: never split).
+    ``rows=None``: a large launch's request."""
     rows = _rows("silu_and_mul_quant", rows)
-    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
-        raise SpecError(f"specs.silu_and_mul_quant: sm_count must be an int of 0 or more "
-                        f"(got {sm_count!r})")
-    # rows beyond sm_count all split 1: the cache keeps one entry for them
-    few = None if rows is None else min(rows, sm_count + 1)
+    sm_count = _sm_count("silu_and_mul_quant", sm_count)
+    # rows beyond CTAS_PER_SM CTAs an SM all split 1: the cache keeps one entry for them
+    few = None if rows is None else min(rows, CTAS_PER_SM * sm_count + 1)
     return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode, few, sm_count), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
 def _silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str, rows: int | None,
                         sm_count: int) -> SiluMulQuant:
-    elements = dtype_of(dtype)
+    elements = dtype_of(dtype, "silu_and_mul_quant")
     split = 1 if rows is None else suggested_quant_split(d, elements, scale_mode, rows, sm_count)
     return SiluMulQuant(dtype=elements, d=d, scale_mode=cast(_Mode, scale_mode), split=split)
