@@ -247,28 +247,40 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str, **fields: Any) -
                                                              tokens=2).tolerance)
 
 
-def _fp8_group(torch: Any, tokens: int, hidden: int) -> BenchCase:
-    # the loads specdsl.torch.per_token_group_quant_fp8 would choose for `tokens` rows
-    spec = small_launch_loads(Fp8Quant(hidden=hidden, dtype="bf16", scale_mode="group"), tokens)
+def _fp8_quant(torch: Any, tokens: int, hidden: int, mode: str = "group",
+               **fields: Any) -> BenchCase:
+    """Fp8Quant with group scales (the kernel ``Fp8Quant-group`` of the tables) or a static
+    scale read at launch (``Fp8Quant-static``, the variants only), with the split and loads
+    specdsl.torch would choose for ``tokens`` rows (the split shown as the shape's detail)."""
+    scale_mode = "static_param" if mode == "static" else mode
+    split = fp8_quant_module.suggested_split(hidden, "bf16", scale_mode, tokens)
+    auto: dict[str, Any] = {"split": split} if "split" not in fields and split > 1 else {}
+    spec = Fp8Quant(hidden=hidden, dtype="bf16", scale_mode=scale_mode, **fields, **auto)
+    if "l1_no_allocate" not in fields:
+        spec = small_launch_loads(spec, tokens)
     grid, block = spec.launch_dims(tokens)
 
     def make_inputs() -> tuple:
         x = torch.randn(tokens, hidden, dtype=torch.bfloat16, device="cuda")
-        return (x, *_outputs(torch, tokens, hidden, "group"))
+        return (x, *_outputs(torch, tokens, hidden, mode))
 
     def run_specdsl(launcher: Any, inputs: tuple) -> tuple:
         launcher.launch(spec, *inputs, grid=grid, block=block)
-        return inputs[1], inputs[2]
+        return _picked_outputs(inputs[1], inputs[2], mode)
 
     def expected(inputs: tuple, picks: Any) -> tuple:
-        return fp8_quant_module.group_reference(host(inputs[0], picks))
+        x = host(inputs[0], picks)
+        if mode == "static":
+            return (fp8_quant_module.reference(x, STATIC_SCALE)[0],)
+        return fp8_quant_module.group_reference(x)
 
-    return BenchCase(spec=spec, kernel="Fp8Quant-group", tokens=tokens, series=f"hidden={hidden}",
+    return BenchCase(spec=spec, kernel=f"Fp8Quant-{mode}", tokens=tokens,
+                     series=f"hidden={hidden}{fields_label(fields)}", detail=fields_label(auto),
                      bytes_moved=spec.bytes_moved(tokens), make_inputs=make_inputs,
                      run_specdsl=run_specdsl,
-                     run_torch=lambda x: quantize_torch(torch, x, "group"),
-                     torch_args=lambda inputs: inputs[:1], expected=expected,
-                     outputs=_output_positions(1, "group"),
+                     run_torch=lambda x, static: quantize_torch(torch, x, mode, static),
+                     torch_args=lambda inputs: (inputs[0], _static(inputs[2], mode)),
+                     expected=expected, outputs=_output_positions(1, mode),
                      tolerance=fp8_quant_module.example(spec, np.random.default_rng(0),
                                                         tokens=2).tolerance)
 
@@ -279,7 +291,7 @@ def cases(torch: Any) -> list[BenchCase]:
              for h in NORM_HIDDEN for mode in MODES for t in TOKENS]
     found += [_silu_mul_quant(torch, t, d, mode) for d in SILU_D for mode in MODES
               for t in TOKENS]
-    found += [_fp8_group(torch, t, h) for h in GROUP_HIDDEN for t in TOKENS]
+    found += [_fp8_quant(torch, t, h) for h in GROUP_HIDDEN for t in TOKENS]
     found += [_rmsnorm_quant(torch, t, h, False, mode).renamed("RMSNormQuant-long")
               for h in LONG_HIDDEN for mode in MODES for t in TOKENS]
     return found

@@ -19,7 +19,8 @@ RMSNorm and Fp8Quant at 4096 and 4097, Softmax at 50264 and 50257 (16384 tokens;
 lengths); ``fused``: fused add RMSNorm at 16384 x 4096 and x 8192; ``rows-256``: fused add
 RMSNorm, SiluMul and Softmax (with and without ``keep_exponentials``) at 256 tokens x 8192;
 ``rope-small``: RoPE at 1 and 16 tokens x (32+8) x 128; ``quant-small``: SiluMulQuant with a
-static scale at 16 tokens (d 14336 and 18432).
+static scale at 16 tokens (d 14336 and 18432); ``quant-one``: the same at 1 token (d 4096,
+14336 and 18432).
 
 For each case, every implementation (specdsl, Liger-Kernel, torch.compile, torch eager:
 ``--impls``) is checked against the float64 reference (``harness.check_all``) and called
@@ -95,6 +96,9 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
     # where torch.compile leads by graph replay
     "quant-small": lambda torch: [cases_fused._silu_mul_quant(torch, 16, d, "static")
                                   for d in (14336, 18432)],
+    # issue 15: 1 token with a static scale, where torch.compile leads by graph replay
+    "quant-one": lambda torch: [cases_fused._silu_mul_quant(torch, 1, d, "static")
+                                for d in (4096, 14336, 18432)],
     # chunked rows: two passes over each row through one CTA, against a cluster sharing it
     "long": lambda torch: [cases_norm._softmax(torch, 4096, 131072),
                            cases_norm._softmax(torch, 4096, 131072, split=2),

@@ -55,7 +55,8 @@ from harness import (  # noqa: E402
     measure_case,
 )
 
-from specdsl.kernels import RMSNorm, Softmax  # noqa: E402
+from specdsl.errors import SpecError  # noqa: E402
+from specdsl.kernels import Fp8Quant, RMSNorm, SiluMulQuant, Softmax  # noqa: E402
 
 
 def _ctas_candidates(kernel: type, **fields: Any) -> list[dict]:
@@ -200,6 +201,31 @@ def rmsnorm_long_rows(torch: Any) -> list[BenchCase]:
             found += [cases_norm._rmsnorm(torch, 16384, hidden, fused, dtype, **fields)
                       for fields in ({}, *others) if not fields or request(**fields) != request()]
     return found
+
+def _takes(spec_class: type, **fields: Any) -> bool:
+    """Does ``spec_class`` take these fields (no SpecError)?"""
+    try:
+        spec_class(**fields)
+    except SpecError:
+        return False
+    return True
+
+
+def silu_quant_split_wide(torch: Any) -> list[BenchCase]:
+    """SiluMulQuant's static and group scales at 1 to 32 tokens, split 8 to 144 ways (each
+    split the request takes that keeps at most 264 CTAs, two an SM), beside the default."""
+    found = []
+    for d in (14336, 18432):
+        for mode in ("static", "group"):
+            for tokens in (1, 2, 4, 8, 16, 32):
+                found.append(cases_fused._silu_mul_quant(torch, tokens, d, mode))
+                for split in (8, 12, 16, 18, 24, 28, 32, 36, 48, 56, 64, 72, 112, 144):
+                    if tokens * split <= 264 and _takes(SiluMulQuant, d=d, scale_mode=mode,
+                                                        split=split):
+                        found.append(cases_fused._silu_mul_quant(torch, tokens, d, mode,
+                                                                 split=split))
+    return found
+
 
 def _candidate(torch: Any, kernel: str, tokens: int, width: int, fields: dict) -> BenchCase:
     """The benchmark case of ``kernel`` at ``tokens`` x ``width`` with candidate ``fields``."""
@@ -421,6 +447,25 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for d in (14336, 18432) for tokens in (1, 16, 32, 64, 256)] + [
         cases_fused._rmsnorm_quant(torch, tokens, hidden, fused, "static")
         for fused in (False, True) for hidden in (4096, 8192) for tokens in (1, 16, 256)],
+    # more than 8 CTAs a token for the scales that need no cluster (issue 15: torch.compile
+    # ahead at 1 token of 18432 with the static scale, 1.46 against 1.22 us at split 8)
+    "silu-quant-split-wide": silu_quant_split_wide,
+    # suggested_split's rule for those scales (parts of 128 vectors within 2 CTAs an SM)
+    # against 1 to 16 CTAs a token, 1 to 256 tokens
+    "silu-quant-split-rule": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, mode, **fields)
+        for d in (4096, 14336, 18432) for mode in ("static", "group")
+        for tokens in (1, 4, 16, 32, 64, 128, 256)
+        for fields in ({}, *({"split": s} for s in (1, 2, 4, 8, 16) if tokens * s <= 528
+                             and _takes(SiluMulQuant, d=d, scale_mode=mode, split=s)))],
+    # the same rule for Fp8Quant's static and group scales, against 1 to 16 CTAs a token
+    "fp8-split-rule": lambda torch: [
+        cases_fused._fp8_quant(torch, tokens, hidden, mode, **fields)
+        for hidden in (4096, 7168, 18432) for mode in ("static", "group")
+        for tokens in (1, 4, 16, 32, 64, 128, 256)
+        for fields in ({}, *({"split": s} for s in (1, 2, 4, 8, 16) if tokens * s <= 528
+                             and _takes(Fp8Quant, hidden=hidden, split=s, scale_mode=(
+                                 "static_param" if mode == "static" else mode))))],
     # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
     "softmax-split": lambda torch: [
         cases_norm._softmax(torch, tokens, cols, split=split)
