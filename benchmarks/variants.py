@@ -466,6 +466,14 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for fields in ({}, *({"split": s} for s in (1, 2, 4, 8, 16) if tokens * s <= 528
                              and _takes(Fp8Quant, hidden=hidden, split=s, scale_mode=(
                                  "static_param" if mode == "static" else mode))))],
+    # the split rules' requests, as specdsl.torch makes them, beside torch.compile
+    "split-defaults": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, mode)
+        for d in (14336, 18432) for mode in ("static", "group")
+        for tokens in (1, 4, 16, 32, 64, 128)] + [
+        cases_fused._fp8_quant(torch, tokens, hidden, mode)
+        for hidden in (7168, 18432) for mode in ("static", "group")
+        for tokens in (1, 4, 16, 32, 64, 128)],
     # few long rows: one CTA a row against a cluster of `split` CTAs sharing it
     "softmax-split": lambda torch: [
         cases_norm._softmax(torch, tokens, cols, split=split)
