@@ -55,8 +55,8 @@ from harness import (  # noqa: E402
     measure_case,
 )
 
-from specdsl.errors import SpecError  # noqa: E402
 from specdsl.kernels import Fp8Quant, RMSNorm, SiluMulQuant, Softmax  # noqa: E402
+from specdsl.kernels._checks import takes  # noqa: E402
 
 
 def _ctas_candidates(kernel: type, **fields: Any) -> list[dict]:
@@ -202,15 +202,6 @@ def rmsnorm_long_rows(torch: Any) -> list[BenchCase]:
                       for fields in ({}, *others) if not fields or request(**fields) != request()]
     return found
 
-def _takes(spec_class: type, **fields: Any) -> bool:
-    """Does ``spec_class`` take these fields (no SpecError)?"""
-    try:
-        spec_class(**fields)
-    except SpecError:
-        return False
-    return True
-
-
 def silu_quant_split_wide(torch: Any) -> list[BenchCase]:
     """SiluMulQuant's static and group scales at 1 to 32 tokens, split 8 to 144 ways (each
     split the request takes that keeps at most 264 CTAs, two an SM), beside the default."""
@@ -220,7 +211,7 @@ def silu_quant_split_wide(torch: Any) -> list[BenchCase]:
             for tokens in (1, 2, 4, 8, 16, 32):
                 found.append(cases_fused._silu_mul_quant(torch, tokens, d, mode))
                 for split in (8, 12, 16, 18, 24, 28, 32, 36, 48, 56, 64, 72, 112, 144):
-                    if tokens * split <= 264 and _takes(SiluMulQuant, d=d, scale_mode=mode,
+                    if tokens * split <= 264 and takes(SiluMulQuant, d=d, scale_mode=mode,
                                                         split=split):
                         found.append(cases_fused._silu_mul_quant(torch, tokens, d, mode,
                                                                  split=split))
@@ -457,14 +448,14 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for d in (4096, 14336, 18432) for mode in ("static", "group")
         for tokens in (1, 4, 16, 32, 64, 128, 256)
         for fields in ({}, *({"split": s} for s in (1, 2, 4, 8, 16) if tokens * s <= 528
-                             and _takes(SiluMulQuant, d=d, scale_mode=mode, split=s)))],
+                             and takes(SiluMulQuant, d=d, scale_mode=mode, split=s)))],
     # the same rule for Fp8Quant's static and group scales, against 1 to 16 CTAs a token
     "fp8-split-rule": lambda torch: [
         cases_fused._fp8_quant(torch, tokens, hidden, mode, **fields)
         for hidden in (4096, 7168, 18432) for mode in ("static", "group")
         for tokens in (1, 4, 16, 32, 64, 128, 256)
         for fields in ({}, *({"split": s} for s in (1, 2, 4, 8, 16) if tokens * s <= 528
-                             and _takes(Fp8Quant, hidden=hidden, split=s, scale_mode=(
+                             and takes(Fp8Quant, hidden=hidden, split=s, scale_mode=(
                                  "static_param" if mode == "static" else mode))))],
     # the split rules' requests, as specdsl.torch makes them, beside torch.compile
     "split-defaults": lambda torch: [

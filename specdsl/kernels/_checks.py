@@ -10,7 +10,7 @@ from .._spec.dtype import DType
 from ..errors import SpecError
 
 __all__ = ["FLOAT_DTYPES", "block_size", "one_of", "multiple_of", "in_range", "count",
-           "launch_count"]
+           "launch_count", "suggestion_counts", "takes"]
 
 #: The element types every built-in kernel takes (arithmetic in f32 either way).
 FLOAT_DTYPES = (DType.F32, DType.F16, DType.BF16)
@@ -86,3 +86,25 @@ def launch_count(kernel: str, name: str, value: Any) -> int:
     if integer is None:
         raise SpecError(f"{kernel} {name} = {value!r} is invalid: expected an int")
     return integer
+
+
+def suggestion_counts(function: str, **values: Any) -> tuple[int, ...]:
+    """Each of ``values`` (tokens, an SM count) checked as :func:`count` checks it, for a
+    ``suggested_*`` function: a SpecError, as its bad requests are, naming ``function``.
+
+    Raises:
+        SpecError: a value that is not an int of 0 or more (a NumPy integer is one).
+    """
+    try:
+        return tuple(count(function, name, value) for name, value in values.items())
+    except (TypeError, ValueError) as exc:
+        raise SpecError(str(exc)) from None
+
+
+def takes(spec_class: type, **fields: Any) -> bool:
+    """Does ``spec_class`` take these fields (no SpecError at construction)?"""
+    try:
+        spec_class(**fields)
+    except SpecError:
+        return False
+    return True

@@ -9,8 +9,7 @@ import attrs
 from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
-from ..errors import SpecError
-from ._checks import FLOAT_DTYPES, block_size, count, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of, suggestion_counts, takes
 from ._fp8_reference import (
     E4M3_MAX,
     GROUP_EPS,
@@ -337,11 +336,7 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
         SpecError: a request :class:`Fp8Quant` refuses (naming the field), or ``tokens``
             or ``sm_count`` not an int of 0 or more (a NumPy integer is one).
     """
-    try:
-        tokens, sm_count = (count("suggested_split", name, value)
-                            for name, value in (("tokens", tokens), ("sm_count", sm_count)))
-    except (TypeError, ValueError) as exc:
-        raise SpecError(str(exc)) from None  # as silu_mul_quant.suggested_split, a SpecError
+    tokens, sm_count = suggestion_counts("suggested_split", tokens=tokens, sm_count=sm_count)
     static = 1.0 if scale_mode == "static_baked" else None  # the split ignores its value
     request = Fp8Quant(hidden=hidden, dtype=dtype, scale_mode=scale_mode,
                        static_scale=static)
@@ -349,17 +344,13 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
             or request.chunks > 1:
         return 1
 
-    def takes(split: int) -> bool:
-        try:
-            Fp8Quant(hidden=hidden, dtype=dtype, scale_mode=scale_mode, static_scale=static,
-                     split=split)
-        except SpecError:
-            return False
-        return True
+    def split_taken(split: int) -> bool:
+        return takes(Fp8Quant, hidden=hidden, dtype=dtype, scale_mode=scale_mode,
+                     static_scale=static, split=split)
 
     if request.scale_mode == "group":
-        return spread_split(request.part, tokens, sm_count, takes)
-    return spread_split(request.part, tokens, sm_count, takes,
+        return spread_split(request.part, tokens, sm_count, split_taken)
+    return spread_split(request.part, tokens, sm_count, split_taken,
                         part_vectors=STATIC_PART_VECTORS, ctas_per_sm=STATIC_CTAS_PER_SM)
 
 

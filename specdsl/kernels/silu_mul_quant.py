@@ -9,9 +9,8 @@ import attrs
 from .._spec.decorator import kernel_spec
 from .._spec.dtype import DType
 from .._spec.fields import baked
-from ..errors import SpecError
 from . import fp8_quant, silu_mul
-from ._checks import FLOAT_DTYPES, block_size, count, one_of
+from ._checks import FLOAT_DTYPES, block_size, count, one_of, suggestion_counts, takes
 from ._rows import (
     CTAS_PER_SM,
     MAX_SPLIT,
@@ -213,27 +212,19 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
         SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
             ``tokens`` or ``sm_count`` not an int of 0 or more (a NumPy integer is one).
     """
-    try:
-        tokens, sm_count = (count("suggested_split", name, value)
-                            for name, value in (("tokens", tokens), ("sm_count", sm_count)))
-    except (TypeError, ValueError) as exc:
-        raise SpecError(str(exc)) from None  # as softmax.suggested_split, a SpecError
+    tokens, sm_count = suggestion_counts("suggested_split", tokens=tokens, sm_count=sm_count)
     request = SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode)
     vectors = d // request.vector
 
-    def takes(split: int) -> bool:
-        try:
-            SiluMulQuant(d=d, dtype=dtype, scale_mode=scale_mode, split=split)
-        except SpecError:
-            return False
-        return True
+    def split_taken(split: int) -> bool:
+        return takes(SiluMulQuant, d=d, dtype=dtype, scale_mode=scale_mode, split=split)
 
     if request.scale_mode != "dynamic":
-        return spread_split(vectors, tokens, sm_count, takes)
+        return spread_split(vectors, tokens, sm_count, split_taken)
     if tokens == 0 or tokens * MAX_SPLIT > sm_count:
         return 1
     return next((s for s in (8, 4, 2) if vectors // s >= MIN_PART_VECTORS and vectors % s == 0
-                 and takes(s)), 1)
+                 and split_taken(s)), 1)
 
 
 def reference(x: Any, d: int, dtype: DType, scale_mode: str,
