@@ -724,7 +724,7 @@ def test_split_example_launches_split_ctas():
 
 @pytest.mark.parametrize("tokens,hidden,dtype,mode,split", [
     # bf16 18432 (2304 vectors, 144 groups): parts of 128 vectors while 18 CTAs a token fit
-    # 4 CTAs an SM (528 CTAs), then the most CTAs within that
+    # 4 CTAs an SM (528 CTAs), then the largest power of two within that
     (1, 18432, "bf16", "group", 18), (29, 18432, "bf16", "group", 18),
     (30, 18432, "bf16", "group", 16),
     # a static scale: parts of up to 512 vectors within one CTA an SM (132 CTAs): 18432 in
@@ -732,17 +732,18 @@ def test_split_example_launches_split_ctas():
     (16, 18432, "bf16", "static_param", 6), (32, 18432, "bf16", "static_param", 4),
     (64, 18432, "bf16", "static_param", 2), (67, 18432, "bf16", "static_param", 1),
     (100, 18432, "bf16", "group", 4), (132, 18432, "bf16", "group", 4),
-    (133, 18432, "bf16", "group", 3), (264, 18432, "bf16", "group", 2),
+    (133, 18432, "bf16", "group", 2), (264, 18432, "bf16", "group", 2),
     (265, 18432, "bf16", "group", 1),
     # the fewest CTAs with parts of at most 128 vectors (group), 512 (static)
     (1, 4096, "bf16", "static_param", 1), (1, 7168, "f32", "static_baked", 4),
     (1, 7168, "bf16", "group", 7), (16, 4096, "bf16", "group", 4),
     # the request's splits: 1152 is 9 groups (3 parts of 3), 144 vectors (a static scale:
     # unsplit); 4100 f16 is 1025 8-byte vectors (a static scale: 5 parts of 205); 4098 f32
-    # 2049 (3 parts of 683: none of 512 or fewer); 256 bf16 is a warp's 32 vectors, 512 64
+    # 2049 (3 parts of 683: none of 512 or fewer, and 3 is not a power of two: unsplit);
+    # 256 bf16 is a warp's 32 vectors, 512 64
     # (a part within the bound is not split)
     (1, 1152, "bf16", "group", 3), (1, 1152, "bf16", "static_param", 1),
-    (1, 4100, "f16", "static_param", 5), (1, 4098, "f32", "static_param", 3),
+    (1, 4100, "f16", "static_param", 5), (1, 4098, "f32", "static_param", 1),
     (1, 256, "bf16", "static_param", 1), (1, 512, "bf16", "static_param", 1),
     (1, 2048, "bf16", "group", 2),
     # never split: the dynamic scale, a window, chunks, no tokens
@@ -751,7 +752,7 @@ def test_split_example_launches_split_ctas():
 def test_suggested_split(tokens, hidden, dtype, mode, split):
     """The fewest CTAs with parts of at most 128 vectors (a static scale: 512) that the
     request takes, while tokens * split fits 4 CTAs an SM of 132 (a static scale: 1);
-    else the most within that; 1 where none does."""
+    else the largest power of two within that; 1 where none does."""
     from specdsl.kernels.fp8_quant import suggested_split
 
     assert suggested_split(hidden, dtype, mode, tokens) == split

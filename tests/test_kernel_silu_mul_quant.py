@@ -57,7 +57,8 @@ def test_same_activation_as_silu_mul():
     (dict(d=4096, block=32), "SiluMulQuant.block = 32 is invalid: expected at least 64 threads"),
     (dict(d=0), "SiluMulQuant.d = 0 is invalid: expected a positive number of elements"),
     (dict(d=4096, split=9), "SiluMulQuant.split = 9 is invalid: expected 1 (one CTA a row) "
-                            "to 8 CTAs a row (the largest portable cluster)"),
+                            "to 8 CTAs a row for the dynamic scale (the largest portable "
+                            "cluster; the static and group scales take more)"),
     (dict(d=4096, split=0), "SiluMulQuant.split = 0 is invalid: expected 1 (one CTA a row)"),
     # the static and group scales share nothing across parts: any split of whole vectors
     (dict(d=4096, scale_mode="static", split=0),

@@ -204,14 +204,21 @@ def test_silu_and_mul_quant_rows_past_the_sms_share_one_cache_entry():
 
 
 def test_silu_and_mul_quant_modules_over_row_counts():
-    """docs/torch.md: 14336 with a static scale takes eight requests on an H200 over 1 to
-    2000 rows: split 14 (1-37, the loads without L1 lines from 30), 8 (38-66), 7 (67-75),
-    4 (76-132), 2 (133-264), then 1, with those loads up to 936 rows."""
-    found = {}
-    for rows in range(1, 2001):
-        request = specs.silu_and_mul_quant(14336, torch.bfloat16, "static", rows, 132)
-        found.setdefault((request.split, request.l1_no_allocate), []).append(rows)
-    assert {key: (rows[0], rows[-1]) for key, rows in found.items()} == {
-        (14, False): (1, 29), (14, True): (30, 37), (8, True): (38, 66), (7, True): (67, 75),
-        (4, True): (76, 132), (2, True): (133, 264), (1, True): (265, 936),
-        (1, False): (937, 2000)}
+    """docs/torch.md: on an H200 over 1 to 2000 rows, 14336 with a static scale takes seven
+    requests: split 14 (1-37, the loads without L1 lines from 30), 8 (38-66), 4 (67-132), 2
+    (133-264), then 1, with those loads up to 936 rows; 18432 eight: 18 (1-29, those loads
+    from 23), 16 (30-33), 8 (34-66), 4, 2, then 1, with those loads up to 728."""
+    def spans(d):
+        found = {}
+        for rows in range(1, 2001):
+            request = specs.silu_and_mul_quant(d, torch.bfloat16, "static", rows, 132)
+            found.setdefault((request.split, request.l1_no_allocate), []).append(rows)
+        return {key: (rows[0], rows[-1]) for key, rows in found.items()}
+
+    assert spans(14336) == {
+        (14, False): (1, 29), (14, True): (30, 37), (8, True): (38, 66), (4, True): (67, 132),
+        (2, True): (133, 264), (1, True): (265, 936), (1, False): (937, 2000)}
+    assert spans(18432) == {
+        (18, False): (1, 22), (18, True): (23, 29), (16, True): (30, 33), (8, True): (34, 66),
+        (4, True): (67, 132), (2, True): (133, 264), (1, True): (265, 728),
+        (1, False): (729, 2000)}

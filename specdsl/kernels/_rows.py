@@ -183,7 +183,7 @@ def spread_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int]
 
     The fewest CTAs whose parts are at most ``part_vectors`` vectors, where ``tokens *
     split`` stays within ``ctas_per_sm`` CTAs an SM of the device's ``sm_count``; past
-    that bound, the most CTAs within it; 1 where none is. Each split cuts the
+    that bound, the largest power of two within it; 1 where none is. Each split cuts the
     row into equal parts of at least :data:`MIN_PART_VECTORS` vectors that ``takes(split)``
     accepts (the kernel's own conditions: whole groups of 128, say). Measured on the H200:
     docs/kernels/silu_mul.md and fp8_quant.md, "Few tokens".
@@ -192,7 +192,9 @@ def spread_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int]
         return 1
     most = min(ctas_per_sm * sm_count // tokens, vectors // MIN_PART_VECTORS)
     fewest = next((s for s in range(1, most + 1) if vectors <= s * part_vectors), most + 1)
-    candidates = [*range(fewest, most + 1), *range(min(fewest - 1, most), 1, -1)]
+    # past the bound, powers of two: fewer distinct requests (modules) over the row counts
+    candidates = [*range(fewest, most + 1),
+                  *(s for s in (64, 32, 16, 8, 4, 2) if s < fewest and s <= most)]
     return next((s for s in candidates if vectors % s == 0 and takes(s)), 1)
 
 

@@ -319,8 +319,8 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     Rows held in registers in whole vectors (:func:`~specdsl.kernels._rows.spread_split`):
     group scales as SiluMulQuant's, the fewest CTAs whose parts are at most 128 vectors,
     within 4 CTAs an SM; a static scale parts of up to :data:`STATIC_PART_VECTORS` (512)
-    vectors within :data:`STATIC_CTAS_PER_SM` (1) CTA an SM; past that bound, the most CTAs
-    within it. Parts are equal whole vectors (and groups of 128), at least a warp's 32. 1
+    vectors within :data:`STATIC_CTAS_PER_SM` (1) CTA an SM; past that bound, the largest
+    power of two within it. Parts are equal whole vectors (and groups of 128), at least a warp's 32. 1
     for the dynamic scale, rows in a window or in chunks, no tokens or ``sm_count`` 0
     (``sm_count``: the device's SM count, 132 on an H200).
 

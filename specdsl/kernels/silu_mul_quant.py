@@ -58,8 +58,12 @@ def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
 
 
 def _check_split(instance: Any, attribute: Any, split: int) -> None:
-    part = check_split("d", instance.d, instance.dtype, split,
-                       cluster=instance.scale_mode == "dynamic")
+    dynamic = instance.scale_mode == "dynamic"
+    if dynamic and not isinstance(split, bool) and isinstance(split, int) and split > MAX_SPLIT:
+        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row for the dynamic "
+                         f"scale (the largest portable cluster; the static and group scales "
+                         f"take more)")
+    part = check_split("d", instance.d, instance.dtype, split, cluster=dynamic)
     groups = fp8_quant.GROUP_SIZE // instance.vector
     if instance.scale_mode == "group" and part % groups:
         raise ValueError(f"expected a split into whole groups of {fp8_quant.GROUP_SIZE} "
@@ -185,7 +189,7 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
 
     The static and group scales (plain CTAs): the fewest CTAs a token whose parts are at
     most :data:`PART_VECTORS` vectors, where ``tokens * split`` stays within
-    :data:`CTAS_PER_SM` CTAs an SM; beyond that, the most CTAs within it (1 where even
+    :data:`CTAS_PER_SM` CTAs an SM; beyond that, the largest power of two within it (1 where even
     2 is beyond it). The dynamic scale, whose CTAs meet in a cluster reduction: the
     largest of 8, 4 and 2 where 8 CTAs a token fit one an SM (``tokens * 8 <= sm_count``,
     up to 16 tokens on an H200). Each part is equal whole vectors (and groups), at least
