@@ -138,20 +138,21 @@ def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, s
 MAX_SPLIT = 8
 
 
-def check_split(field: str, length: int, dtype: DType, split: int, cluster: bool = True) -> int:
+def check_split(field: str, length: int, dtype: DType, split: int, cluster: bool = True,
+                group: int = 0, cluster_why: str = " (the largest portable cluster)") -> int:
     """Refuse a ``split`` (CTAs sharing a row of ``length`` elements, named ``field`` in the
-    message) that does not cut the row into equal whole vectors of :func:`vector_elements`,
-    or, for CTAs of one cluster (``cluster``), more than :data:`MAX_SPLIT`. CTAs that share
-    nothing (``cluster=False``) may be as many as the row has vectors. Returns the vectors
-    of a part.
+    message) that does not cut the row into equal whole vectors of :func:`vector_elements`
+    (and, with ``group``, into parts of whole groups of that many elements), or, for CTAs
+    of one cluster (``cluster``), more than :data:`MAX_SPLIT`, the message then ending in
+    ``cluster_why``. CTAs that share nothing (``cluster=False``) may be as many as the row
+    has vectors. Returns the vectors of a part.
 
     Raises:
         ValueError: naming what is expected (the spec turns it into a SpecError).
     """
     if isinstance(split, bool) or not isinstance(split, int) or split < 1 \
             or (cluster and split > MAX_SPLIT):
-        most = (f"to {MAX_SPLIT} CTAs a row (the largest portable cluster)" if cluster
-                else "or more CTAs a row")
+        most = f"to {MAX_SPLIT} CTAs a row{cluster_why}" if cluster else "or more CTAs a row"
         raise ValueError(f"expected 1 (one CTA a row) {most}")
     lanes = vector_elements(length, dtype)
     part, rest = divmod(length // lanes, split)
@@ -159,6 +160,9 @@ def check_split(field: str, length: int, dtype: DType, split: int, cluster: bool
         raise ValueError(f"expected a split of the row into equal whole "
                          f"{lanes * dtype.size}-byte vectors ({field}={length} of {dtype} is "
                          f"{length // lanes} vectors)")
+    if group and part * lanes % group:
+        raise ValueError(f"expected a split into whole groups of {group} ({field}={length} is "
+                         f"{length // group} groups)")
     return part
 
 

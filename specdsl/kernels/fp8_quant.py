@@ -32,7 +32,6 @@ from ._rows import (
     row_vectors,
     spread_split,
     threads_for,
-    vector_elements,
     windowed,
 )
 from ._streaming import FP8_L1_NO_ALLOCATE_DOC, l1_no_allocate_field
@@ -119,11 +118,8 @@ def _split_check(instance: Any, attribute: Any, split: int) -> None:
             raise ValueError(f"expected 1 for {row}: a row longer than 1024 threads hold in "
                              f"registers ({held * lanes} elements) is walked in chunks, "
                              f"by one CTA")
-    part = check_split("hidden", instance.hidden, instance.dtype, split, cluster=False)
-    groups = GROUP_SIZE // vector_elements(instance.hidden, instance.dtype)
-    if instance.scale_mode == "group" and part % groups:
-        raise ValueError(f"expected a split into whole groups of {GROUP_SIZE} "
-                         f"(hidden={instance.hidden} is {instance.hidden // GROUP_SIZE} groups)")
+    check_split("hidden", instance.hidden, instance.dtype, split, cluster=False,
+                group=GROUP_SIZE if instance.scale_mode == "group" else 0)
 
 
 def _block_check(instance: Any, attribute: Any, block: int) -> None:

@@ -33,6 +33,7 @@ from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 __all__ = ["SiluMulQuant", "default_block", "suggested_split", "reference", "example",
            "PART_VECTORS", "CTAS_PER_SM"]
 
+
 def default_block(d: int, dtype: DType, split: int = 1) -> int:
     """Threads per CTA for rows of ``d`` outputs, ``split`` CTAs a row (the ``block``
     default): as RMSNorm's, at most 512 threads with 2 to 8 16-byte vectors each, 1024 for
@@ -58,16 +59,10 @@ def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
 
 
 def _check_split(instance: Any, attribute: Any, split: int) -> None:
-    dynamic = instance.scale_mode == "dynamic"
-    if dynamic and not isinstance(split, bool) and isinstance(split, int) and split > MAX_SPLIT:
-        raise ValueError(f"expected 1 (one CTA a row) to {MAX_SPLIT} CTAs a row for the dynamic "
-                         f"scale (the largest portable cluster; the static and group scales "
-                         f"take more)")
-    part = check_split("d", instance.d, instance.dtype, split, cluster=dynamic)
-    groups = fp8_quant.GROUP_SIZE // instance.vector
-    if instance.scale_mode == "group" and part % groups:
-        raise ValueError(f"expected a split into whole groups of {fp8_quant.GROUP_SIZE} "
-                         f"(d={instance.d} is {instance.d // fp8_quant.GROUP_SIZE} groups)")
+    check_split("d", instance.d, instance.dtype, split, cluster=instance.scale_mode == "dynamic",
+                group=fp8_quant.GROUP_SIZE if instance.scale_mode == "group" else 0,
+                cluster_why=" for the dynamic scale (the largest portable cluster; the static "
+                            "and group scales take more)")
 
 
 def _check_block(instance: Any, attribute: Any, block: int) -> None:

@@ -207,8 +207,7 @@ def _fp8_for_rows(function: str, hidden: int, dtype: torch.dtype, mode: str,
                   rows: int | None, sm_count: int) -> Fp8Quant:
     rows = _rows(function, rows)
     sm_count = _sm_count(function, sm_count)
-    # rows beyond CTAS_PER_SM CTAs an SM all split 1: the cache keeps one entry for them
-    few = None if rows is None or mode == "dynamic" else min(rows, CTAS_PER_SM * sm_count + 1)
+    few = None if mode == "dynamic" else _split_rows(rows, sm_count)  # never split
     return _for_rows(_fp8_quant(hidden, dtype, mode, few, sm_count), rows)
 
 
@@ -220,6 +219,12 @@ def _fp8_quant(hidden: int, dtype: torch.dtype, mode: str, rows: int | None = No
     split = 1 if rows is None else suggested_fp8_split(hidden, elements, mode, rows, sm_count)
     return Fp8Quant(dtype=elements, hidden=hidden, split=split,
                     scale_mode=cast(Literal["dynamic", "static_param", "group"], mode))
+
+
+def _split_rows(rows: int | None, sm_count: int) -> int | None:
+    """The row count a split request is cached by: rows beyond :data:`CTAS_PER_SM` CTAs an
+    SM all split 1, so they share one entry (None: a large launch's request)."""
+    return None if rows is None else min(rows, CTAS_PER_SM * sm_count + 1)
 
 
 def _sm_count(function: str, sm_count: int) -> int:
@@ -255,9 +260,8 @@ def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
     ``rows=None``: a large launch's request."""
     rows = _rows("silu_and_mul_quant", rows)
     sm_count = _sm_count("silu_and_mul_quant", sm_count)
-    # rows beyond CTAS_PER_SM CTAs an SM all split 1: the cache keeps one entry for them
-    few = None if rows is None else min(rows, CTAS_PER_SM * sm_count + 1)
-    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode, few, sm_count), rows)
+    return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode, _split_rows(rows, sm_count),
+                                         sm_count), rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
