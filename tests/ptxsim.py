@@ -21,8 +21,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["SimError", "shared_arrays", "segments", "run", "row_coverage", "registers",
-           "accesses", "loops", "check_loops"]
+__all__ = ["SimError", "shared_arrays", "check_cluster_protocol", "segments", "run",
+           "row_coverage", "registers", "accesses", "loops", "check_loops"]
 
 _SHARED = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?\.b32\s+(\w+)(?:\[(\d+)\])?\s*;")
 _GUARD = re.compile(r"@(!?)(%\w+)\s+")
@@ -38,20 +38,51 @@ def shared_arrays(ptx: str) -> dict[str, int]:
     return {name: int(count or 1) for name, count in _SHARED.findall(ptx)}
 
 
+def check_cluster_protocol(ptx: str) -> int:
+    """Check the order of a kernel's cluster steps (``reduce.ptx.j2``); the number of
+    cluster reductions.
+
+    In order: ``cluster_setup``'s relaxed arrive, then the reductions, the first waiting on
+    that arrive, each pushing its value into another CTA (``mapa``, ``st.shared::cluster``)
+    before its one barrier (arrive with release, wait with acquire). Nothing after the last
+    barrier, and no load from another CTA's shared memory: a CTA may then exit at once.
+
+    Raises:
+        SimError: naming what is missing or out of order.
+    """
+    opcodes = []
+    for raw in ptx.splitlines():
+        code = raw.split("//")[0].strip().rstrip(";")
+        guard = _GUARD.match(code)
+        op = code[guard.end() if guard else 0:].split(" ", 1)[0]
+        if op.startswith("barrier.cluster") or "::cluster" in op:
+            opcodes.append(op)
+    reductions = opcodes.count("st.shared::cluster.b32")
+    expected = (["barrier.cluster.arrive.relaxed.aligned", "barrier.cluster.wait.aligned"]
+                + ["mapa.shared::cluster.u32", "st.shared::cluster.b32",
+                   "barrier.cluster.arrive.release.aligned",
+                   "barrier.cluster.wait.acquire.aligned"] * reductions)
+    if not reductions or opcodes != expected:
+        raise SimError(f"cluster protocol: expected {expected}, found {opcodes}")
+    return reductions
+
+
 def segments(ptx: str, kind: str = "CTA") -> list[tuple[dict[str, str], list[str]]]:
     """The stretches of ``ptx`` between ``// {kind} <op>-reduce of ...`` and
     ``// end of {kind} <op>-reduce``, with the facts the opening comment names (``acc``:
     one register, or several reduced side by side, comma-separated)."""
     found, lines = [], ptx.splitlines()
     opening = re.compile(rf"\s*// {kind} (\w+)-reduce of (%\w+(?:,%\w+)*) over (\d+) "
-                         rf"(?:warp|CTA)\(s\) in (\w+) \((\w+) (%\w+), (\w+) (%\w+)\)")
+                         rf"(?:warp|CTA)\(s\) in (\w+) \((\w+) (%\w+), (\w+) (%\w+)"
+                         rf"(?:, (\w+) (%\w+))?\)")
     for i, line in enumerate(lines):
         match = opening.fullmatch(line)
         if match:
             end = next(j for j in range(i + 1, len(lines))
                        if lines[j].strip() == f"// end of {kind} {match[1]}-reduce")
             facts = dict(op=match[1], acc=match[2], count=match[3], smem=match[4],
-                         **{match[5]: match[6], match[7]: match[8]})
+                         **{match[5]: match[6], match[7]: match[8]},
+                         **({match[9]: match[10]} if match[9] else {}))
             found.append((facts, lines[i + 1:end]))
     return found
 
@@ -181,7 +212,8 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
         write(args[0], value(args[1]) * value(args[2]) + value(args[3]))
     elif op == "mapa.shared::cluster.u32":
         write(args[0], (value(args[2]) + 1) * _WINDOW + value(args[1]))
-    elif op in ("st.shared.b32", "ld.shared.b32", "ld.shared::cluster.b32"):
+    elif op in ("st.shared.b32", "ld.shared.b32", "ld.shared::cluster.b32",
+                "st.shared::cluster.b32"):
         is_store = op.startswith("st")
         base, _, offset = (args[0] if is_store else args[1]).strip("[]").partition("+")
         address = value(base) + int(offset or "0")

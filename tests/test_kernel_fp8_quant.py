@@ -10,7 +10,7 @@ import pytest
 
 from golden import check_golden
 from ptxcheck import assemble, assert_no_spills
-from specdsl import DType, RenderError, SpecError, render
+from specdsl import DType, RenderError, SpecError, Target, render
 from specdsl.kernels import Fp8Quant
 from specdsl.kernels._rows import most_vectors_per_thread, row_vectors
 from specdsl.kernels.case import TOLERANCE, Output, from_bits, to_bits
@@ -527,7 +527,8 @@ def test_gpu_long_rows_exact_in_every_mode(dtype, hidden, mode):
         np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
 
 
-# --- a token over several CTAs (split): static and group scales -------------------------
+# --- a token over several CTAs (split): plain CTAs for the static and group scales, a ---
+# --- thread block cluster for the dynamic scale ------------------------------------------
 
 #: (dtype, hidden, split, block): parts of 128 vectors (suggested_split's at few tokens), of
 #: 144 on 160 threads (a ragged sweep), one group a CTA (bf16 16 vectors, f32 32), parts of
@@ -571,8 +572,17 @@ def _group_scale_stores(ptx: str, threads: int, lanes_a_group: int) -> dict[int,
 
 
 @pytest.mark.parametrize("fields,message", [
-    (dict(split=2), "Fp8Quant.split = 2 is invalid: expected 1 for scale_mode 'dynamic': the "
-                    "dynamic scale's row max needs the whole row in one CTA"),
+    (dict(split=16), "Fp8Quant.split = 16 is invalid: expected 1 (one CTA a row) to 8 CTAs a "
+                     "row for the dynamic scale (the largest portable cluster; the static and "
+                     "group scales take more)"),
+    (dict(hidden=4097, split=2),
+     "Fp8Quant.split = 2 is invalid: expected 1 for hidden=4097 bf16: rows walked in a window"),
+    (dict(hidden=131072, split=2),
+     "Fp8Quant.split = 2 is invalid: expected 1 for hidden=131072 bf16: a row longer than 1024 "
+     "threads hold in registers (65536 elements) is walked in chunks"),
+    (dict(hidden=4096, split=3),
+     "Fp8Quant.split = 3 is invalid: expected a split of the row into equal whole 16-byte "
+     "vectors (hidden=4096 of bf16 is 512 vectors)"),
     (dict(hidden=4097, scale_mode="static_param", split=2),
      "Fp8Quant.split = 2 is invalid: expected 1 for hidden=4097 bf16: rows walked in a window"),
     (dict(hidden=131072, scale_mode="group", split=2),
@@ -606,29 +616,35 @@ def _group_scale_stores(ptx: str, threads: int, lanes_a_group: int) -> dict[int,
 ])
 def test_split_refused(fields, message):
     """A split the kernel cannot take is refused at construction, naming the field, the
-    value and what is expected: only the static and group scales split, only rows held in
-    registers in whole vectors, into equal parts (whole groups of 128 for group), each of
-    which the block holds."""
+    value and what is expected: only rows held in registers in whole vectors, into equal
+    parts (whole groups of 128 for group, at most 8, a cluster, for dynamic), each of which
+    the block holds."""
     with pytest.raises(SpecError, match=re.escape(message)):
         Fp8Quant(**fields)
 
 
 def test_split_refused_by_the_template_too():
     """The template refuses a split the class refuses (its own require, as
-    silu_mul_quant.ptx.j2's: the dynamic scale, a window, parts not of whole groups, a row
-    longer than 1024 threads hold even where the block holds its part), for requests made
-    with attrs' validators off."""
+    silu_mul_quant.ptx.j2's: the dynamic scale beyond a cluster of 8, a window, parts not of
+    whole groups, a row longer than 1024 threads hold even where the block holds its part),
+    for requests made with attrs' validators off; the dynamic scale's cluster needs sm_90."""
     import attrs
 
     with attrs.validators.disabled():
-        requests = [Fp8Quant(split=2), Fp8Quant(hidden=4097, scale_mode="static_param", split=2),
+        requests = [Fp8Quant(split=16, block=32),
+                    Fp8Quant(hidden=4097, scale_mode="static_param", split=2),
                     Fp8Quant(hidden=1152, scale_mode="group", split=2, block=96),
                     Fp8Quant(hidden=131072, scale_mode="group", split=2, block=1024),
                     Fp8Quant(hidden=4096, scale_mode="group", split=0, block=256)]
     for spec in requests[:4]:
-        with pytest.raises(RenderError, match=r"Fp8Quant: split > 1 takes the static or group "
-                                              r"scales on a row held in registers"):
+        with pytest.raises(RenderError, match=r"Fp8Quant: split > 1 takes a row held in "
+                                              r"registers in whole vectors, split into equal "
+                                              r"parts \(whole groups of 128 for group, at most "
+                                              r"8 for dynamic\)"):
             render(spec)
+    with pytest.raises(RenderError, match=r"Fp8Quant: split = 2 with the dynamic scale \(a "
+                                          r"thread block cluster a token\) needs sm_90"):
+        render(Fp8Quant(split=2), Target(89, ptx_version=(8, 1)))
     with pytest.raises(RenderError, match=r"Fp8Quant: split is 1 or more CTAs a token"):
         render(requests[4])
 
@@ -664,6 +680,51 @@ def test_split_assembles_and_walks_its_part(mode, dtype, hidden, split, block):
         assert re.search(rf"shr\.u32\s+%r2, %r9, {shift};", ptx)  # the part's first group on
         assert _group_scale_stores(ptx, spec.block, lanes_a_group) == {
             g: 1 for g in range(part // lanes_a_group)}
+    assert_no_spills(assemble(spec))
+
+
+#: (dtype, hidden, split, block) for the dynamic scale, a cluster of ``split`` CTAs a token:
+#: the largest portable cluster at 18432 and 4096 (parts of 288 and 64 vectors), 2, clusters
+#: of 3 and 7 (8-byte vectors of 4098 f32; 14336 f16 on 96 threads, a ragged sweep), a
+#: part of several vectors a thread (65536), 576 vectors on 160 threads.
+DYNAMIC_SPLITS = [("bf16", 18432, 8, None), ("bf16", 18432, 2, None), ("bf16", 4096, 8, None),
+                  ("f32", 4098, 3, None), ("f16", 14336, 7, 96), ("bf16", 65536, 8, None),
+                  ("bf16", 18432, 4, 160)]
+
+
+@pytest.mark.parametrize("dtype,hidden,split,block", DYNAMIC_SPLITS)
+def test_dynamic_split_is_a_cluster(dtype, hidden, split, block):
+    """The dynamic scale's split: a token's CTAs form a cluster of ``split``
+    (``.reqnctapercluster``; token ``%clusterid.x``, part ``%cluster_ctarank``), each
+    loads its part once and stores its codes once (ptxsim.row_coverage), the CTAs' row
+    maxima meet in reduce.ptx.j2's cluster reduction after the CTA's (in
+    ptxsim.check_cluster_protocol's order: a relaxed arrive at the start, each CTA's max
+    pushed to every CTA before one cluster barrier, nothing after it), and the token's
+    first thread (part 0, thread 0) writes the scale. It assembles for sm_90 without
+    spills."""
+    from ptxsim import check_cluster_protocol, row_coverage
+
+    spec = Fp8Quant(dtype=dtype, hidden=hidden, split=split, **({"block": block} if block else {}))
+    ptx = render(spec)
+    part = hidden // spec.vector // split
+    assert spec.part == part and spec.chunks == 1
+    assert spec.launch_dims(3) == ((3 * split, 1, 1), (spec.block, 1, 1))
+    assert f".reqnctapercluster {split}, 1, 1" in ptx
+    assert re.search(r"mov\.u32\s+%r0, %clusterid\.x;", ptx)
+    assert re.search(r"mov\.u32\s+%r8, %cluster_ctarank;", ptx)
+    assert "div.u32" not in ptx
+    assert re.search(rf"mad\.lo\.u32\s+%r9, %r8, {part}, %r1;", ptx)
+    assert row_coverage(ptx, "ld", ("%rd0",), spec.vector_bytes, spec.block) == [
+        {i: 1 for i in range(part)}]
+    assert row_coverage(ptx, "st", ("%rd1",), spec.vector, spec.block) == [
+        {i: 1 for i in range(part)}]
+    body = ptx[ptx.index("// CTA umax-reduce"):]
+    assert body.index("// cluster umax-reduce of %f8 over " + str(split)) > \
+        body.index("// end of CTA umax-reduce")
+    scale_store = re.search(r"setp\.eq\.u32\s+%p2, (%r\d+), 0;(?:(?!%p2).)*@%p2 st\.global\.f32 "
+                            r"\s*\[%rd3\], %f10;", ptx, re.S)
+    assert scale_store and scale_store.group(1) == "%r9"  # part * vectors + tid == 0
+    assert check_cluster_protocol(ptx) == 1
     assert_no_spills(assemble(spec))
 
 
@@ -794,7 +855,8 @@ def test_suggested_split_bad_input():
 
 #: (dtype, hidden, mode, split, block): each of SPLITS' shapes in a mode it takes, ragged
 #: last sweeps (18432 at split 16: 144 vectors on 160 threads; at split 4 on 160 threads
-#: given: 576 vectors, 4 sweeps), group scales down to one group a CTA.
+#: given: 576 vectors, 4 sweeps), group scales down to one group a CTA, and the dynamic
+#: scale's clusters (DYNAMIC_SPLITS).
 SPLIT_GPU = [("bf16", 18432, "group", 18, None), ("bf16", 18432, "group", 16, None),
              ("bf16", 18432, "static_param", 16, None), ("bf16", 18432, "group", 144, None),
              ("f32", 18432, "group", 144, None), ("f16", 7168, "group", 56, None),
@@ -802,16 +864,18 @@ SPLIT_GPU = [("bf16", 18432, "group", 18, None), ("bf16", 18432, "group", 16, No
              ("bf16", 65536, "static_param", 2, None), ("bf16", 65536, "group", 8, None),
              ("f16", 4100, "static_param", 5, None), ("f32", 4098, "static_baked", 3, None),
              ("bf16", 4096, "static_baked", 128, None), ("bf16", 18432, "group", 4, 160),
-             ("f16", 14336, "static_param", 7, 96)]
+             ("f16", 14336, "static_param", 7, 96)] + [
+    (dtype, hidden, "dynamic", split, block) for dtype, hidden, split, block in DYNAMIC_SPLITS]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,hidden,mode,split,block", SPLIT_GPU)
 def test_gpu_split_codes_equal_one_cta_a_token(dtype, hidden, mode, split, block):
-    """On the GPU, a token split over ``split`` CTAs gives the codes and scales of the
-    split-1 kernel bit for bit, which equal kernel_codes' f32 emulation, and the decoded
-    codes are within TOLERANCE of the float64 quotients; 37 tokens (row 0 all zero, each
-    token's largest |x| in CTA t % split's part), outputs poisoned first, so a code or
+    """On the GPU, a token split over ``split`` CTAs (for the dynamic scale a cluster) gives
+    the codes and scales of the split-1 kernel bit for bit, which equal kernel_codes' f32
+    emulation, and the decoded codes are within TOLERANCE of the float64 quotients; 37
+    tokens (row 0 all zero, each token's largest |x| in CTA t % split's part, so a dynamic
+    scale that missed another CTA's maximum shows), outputs poisoned first, so a code or
     scale no CTA writes shows."""
     from differential import compare, run_fp8_quant
     from specdsl import Executor
@@ -828,15 +892,16 @@ def test_gpu_split_codes_equal_one_cta_a_token(dtype, hidden, mode, split, block
         x[t, (t % split) * part + (7 * t) % part] = 40.0 * np.abs(x[t]).max()
     x[0] = 0.0
     x = from_bits(to_bits(x, spec.dtype), spec.dtype)
-    static = None if mode == "group" else spec.static_scale or float(
+    static = None if mode in ("group", "dynamic") else spec.static_scale or float(
         np.float32(np.abs(x).max() / 300.0))
+    kind = mode if mode in ("group", "dynamic") else "static"
     out = run_fp8_quant(executor, torch, spec, x, static)
     unsplit = run_fp8_quant(executor, torch, one, x, static)
     np.testing.assert_array_equal(out["q"], unsplit["q"], err_msg=repr(spec))
-    codes, scales = kernel_codes(x, "group" if mode == "group" else "static", static)
+    codes, scales = kernel_codes(x, kind, static)
     np.testing.assert_array_equal(out["q"], from_bits(codes, DType.F8E4M3), err_msg=repr(spec))
-    if mode == "group":
+    if kind != "static":
         np.testing.assert_array_equal(out["scale"], unsplit["scale"])
         np.testing.assert_array_equal(out["scale"], scales.astype(np.float64))
-    quotient, _ = mode_reference(x, "group" if mode == "group" else "static", static)
+    quotient, _ = mode_reference(x, kind, static)
     compare(out["q"], quotient, DType.F8E4M3, TOLERANCE[DType.F8E4M3], repr(spec))

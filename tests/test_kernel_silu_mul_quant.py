@@ -118,10 +118,11 @@ def test_split_assembles_and_walks_its_part(mode, dtype, d, split):
     """A token split over ``split`` CTAs (grid tokens * split, consecutive along x): CTA k
     owns part k % split of token k / split (the dynamic scale: a cluster of that many CTAs,
     part its rank), its first vector part * (vectors / split) + tid, and in a model of one
-    CTA (ptxsim.row_coverage) every gate, up vector and code of its part once. It
+    CTA (ptxsim.row_coverage) every gate, up vector and code of its part once; the
+    dynamic scale's cluster reduction in ptxsim.check_cluster_protocol's order. It
     assembles for sm_90 without spills. The dynamic scale refuses more CTAs than a
     cluster holds."""
-    from ptxsim import row_coverage
+    from ptxsim import check_cluster_protocol, row_coverage
 
     if mode == "group" and d % 128:
         pytest.skip("group scales need whole groups of 128")
@@ -139,6 +140,7 @@ def test_split_assembles_and_walks_its_part(mode, dtype, d, split):
         assert f".reqnctapercluster {split}, 1, 1" in ptx
         assert "mov.u32             %r1, %clusterid.x;" in ptx
         assert "mov.u32             %r8, %cluster_ctarank;" in ptx
+        assert check_cluster_protocol(ptx) == 1
     else:
         assert "cluster" not in ptx
         assert re.search(rf"div\.u32\s+%r1, %r9, {split};", ptx)

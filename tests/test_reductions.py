@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from ptxsim import SimError, run, segments, shared_arrays
+from ptxsim import SimError, check_cluster_protocol, run, segments, shared_arrays
 from specdsl import DType, SpecError, render
 from specdsl._templating.environment import environment
 from specdsl.kernels import Fp8Quant, RMSNorm, SiluMulQuant, Softmax
@@ -199,29 +199,62 @@ CLUSTERS = {
                                           split=split, block=64), ("max", "min", "add")),
     "silumulquant": (lambda split, op: SiluMulQuant(d=8 * 64 * split, split=split, block=64),
                      ("umax",)),
+    "fp8quant": (lambda split, op: Fp8Quant(hidden=8 * 64 * split, split=split, block=64),
+                 ("umax",)),
 }
 
 
 @pytest.mark.parametrize("split", [2, 3, 8])
 @pytest.mark.parametrize("kernel,op", [(k, op) for k, (_, ops) in CLUSTERS.items() for op in ops])
 def test_cluster_reduction(kernel, split, op):
-    """Softmax's and SiluMulQuant's cluster reductions give every thread of every CTA the
-    reduction of the CTAs' values, with the extreme in any CTA, in either order."""
+    """Softmax's, SiluMulQuant's and Fp8Quant's cluster reductions give every thread of
+    every CTA the reduction of the CTAs' values, with the extreme in any CTA, in either
+    order: each CTA's value pushed into every CTA's slots before one cluster barrier, in
+    ptxsim.check_cluster_protocol's order."""
     spec = CLUSTERS[kernel][0](split, op)
     ptx = render(spec)
     found = [seg for seg in segments(ptx, "cluster") if seg[0]["op"] == op]
     assert len(found) == 1 and int(found[0][0]["count"]) == split
     facts, lines = found[0]
-    threads = spec.block
-    per_cta = _inputs(op, split, _cases(split, 1), 1, seed=split)  # extreme in CTA k, case k
-    values = np.repeat(per_cta, threads, axis=1)  # equal within a CTA: after its CTA reduction
-    thread = np.broadcast_to(np.tile(np.arange(threads), split), values.shape)
+    assert check_cluster_protocol(ptx) == (2 if kernel == "softmax" else 1)
     for order in ("forward", "reverse"):
-        out = run(lines, ctas=split, threads=threads, order=order, shared=shared_arrays(ptx),
-                  registers={facts["acc"]: values, facts["tid"]: thread,
-                             facts["lane"]: thread % 32})
-        np.testing.assert_array_equal(
-            out[facts["acc"]], np.repeat(_expected(op, per_cta)[:, None], split * threads, 1))
+        out = _run_cluster(spec, ptx, facts, lines, op, split, order)
+        np.testing.assert_array_equal(out, np.repeat(
+            _expected(op, _cluster_inputs(op, split))[:, None], split * spec.block, 1))
+
+
+def _cluster_inputs(op, split):
+    return _inputs(op, split, _cases(split, 1), 1, seed=split)  # extreme in CTA k, case k
+
+
+def _run_cluster(spec, ptx, facts, lines, op, split, order="forward"):
+    """The model's result of one cluster reduction segment (``acc`` of every thread)."""
+    threads = spec.block
+    values = np.repeat(_cluster_inputs(op, split), threads, axis=1)  # equal within a CTA
+    thread = np.broadcast_to(np.tile(np.arange(threads), split), values.shape)
+    rank = np.broadcast_to(np.repeat(np.arange(split), threads), values.shape)
+    out = run(lines, ctas=split, threads=threads, order=order, shared=shared_arrays(ptx),
+              registers={facts["acc"]: values, facts["tid"]: thread,
+                          facts["lane"]: thread % 32, facts["rank"]: rank})
+    return out[facts["acc"]]
+
+
+def test_cluster_model_catches_a_missing_barrier_or_push():
+    """The model fails a cluster reduction that reads its slots before the barrier that
+    makes the pushes visible, or whose slots no CTA pushed; the protocol check fails a
+    reduction with its barrier, or the setup's arrive, left out."""
+    spec = Fp8Quant(hidden=8 * 64 * 4, split=4, block=64)
+    ptx = render(spec)
+    facts, lines = segments(ptx, "cluster")[0]
+    for dropped in ("barrier.cluster.wait.acquire", "st.shared::cluster"):
+        with pytest.raises(SimError, match=r"reads cluster_amax of CTA 0 before any thread "
+                                            r"stored it"):
+            _run_cluster(spec, ptx, facts, [line for line in lines if dropped not in line],
+                         "umax", 4)
+    for dropped in ("barrier.cluster.wait.acquire", "barrier.cluster.arrive.relaxed"):
+        with pytest.raises(SimError, match=r"cluster protocol: expected"):
+            check_cluster_protocol("\n".join(line for line in ptx.splitlines()
+                                             if dropped not in line))
 
 
 # --- on the GPU: every accepted block size, the extreme value in each warp in turn -----

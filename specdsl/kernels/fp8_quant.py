@@ -106,9 +106,6 @@ def _static_scale_check(instance: Any, attribute: Any, value: float | None) -> N
 def _split_check(instance: Any, attribute: Any, split: int) -> None:
     if split > 1:
         row = f"hidden={instance.hidden} {instance.dtype.ptx}"
-        if instance.scale_mode == "dynamic":
-            raise ValueError("expected 1 for scale_mode 'dynamic': the dynamic scale's row max "
-                             "needs the whole row in one CTA (the static and group scales split)")
         if windowed(instance.hidden, instance.dtype):
             raise ValueError(f"expected 1 for {row}: rows walked in a window (no vector of 8 "
                              f"bytes or more divides hidden) take one CTA a row")
@@ -118,8 +115,11 @@ def _split_check(instance: Any, attribute: Any, split: int) -> None:
             raise ValueError(f"expected 1 for {row}: a row longer than 1024 threads hold in "
                              f"registers ({held * lanes} elements) is walked in chunks, "
                              f"by one CTA")
-    check_split("hidden", instance.hidden, instance.dtype, split, cluster=False,
-                group=GROUP_SIZE if instance.scale_mode == "group" else 0)
+    check_split("hidden", instance.hidden, instance.dtype, split,
+                cluster=instance.scale_mode == "dynamic",
+                group=GROUP_SIZE if instance.scale_mode == "group" else 0,
+                cluster_why=" for the dynamic scale (the largest portable cluster; the static "
+                            "and group scales take more)")
 
 
 def _block_check(instance: Any, attribute: Any, block: int) -> None:
@@ -183,11 +183,15 @@ class Fp8Quant:
         split (baked): CTAs a token: CTA k owns part ``k % split`` of token ``k // split``,
             the parts equal and of whole vectors (whole groups of 128 for ``group``), so a
             few tokens spread over ``split`` times as many SMs (:func:`suggested_split`
-            says how many). For the static and group scales only, whose parts share
-            nothing (plain CTAs, no cluster): the dynamic scale's row max needs the whole
-            row in one CTA. Only for rows held in registers in whole vectors (up to 65536
-            f16/bf16 or 32768 f32 elements, not :attr:`windowed`), each part by ``block``
-            threads (:attr:`chunks` 1); 1 elsewhere.
+            says how many). The static and group scales' parts share nothing (plain
+            CTAs, any count that cuts the row so); for the dynamic scale 1 to 8: a
+            token's CTAs form a thread block cluster (sm_90) and meet in a cluster
+            reduction of their row maxima (``templates/reduce.ptx.j2``), which on the
+            H200 costs about what the split saves on rows up to 18432 (so
+            :func:`suggested_split` gives 1 there). Only for rows held in registers in
+            whole vectors (up to 65536 f16/bf16 or 32768 f32 elements, not
+            :attr:`windowed`), each part by ``block`` threads (:attr:`chunks` 1); 1
+            elsewhere.
         block (baked): threads per CTA (the PTX unrolls the CTA's row, or part, over them),
             a multiple of 32 up to 1024; the default follows ``hidden`` and ``split``
             (:func:`default_block`).
@@ -208,7 +212,7 @@ class Fp8Quant:
     static_scale: float | None = baked(None, validator=_static_scale_check,
                                        doc="the scale of static_baked, else None")
     split: int = baked(1, validator=_split_check,
-                       doc="CTAs a token, each a part of the row (static and group scales)")
+                       doc="CTAs a token, each a part of the row (1 to 8 for dynamic)")
     block: int = baked(attrs.Factory(lambda self: default_block(self.hidden, self.dtype,
                                                                 self.split), takes_self=True),
                        validator=_block_check, doc="threads per CTA (baked: the PTX unrolls over it)")
@@ -235,13 +239,14 @@ class Fp8Quant:
            {"hidden": 4096, "scale_mode": "static_param", "split": 4},
            {"dtype": "f32", "hidden": 7168, "scale_mode": "static_baked", "static_scale": 0.05,
             "split": 14}]
+        # the dynamic scale's cluster: the largest portable one, and one of 3 (8-byte vectors)
+        + [{"hidden": 18432, "split": 8}, {"dtype": "f32", "hidden": 4098, "split": 3}]
     )
 
     #: What each pointer parameter points to (docs/writing-specs.md, "Array declarations"):
-    #: ``split`` CTAs a row, so the rows are grid.x / split (grid.x at split 1, the
-    #: dynamic scale's only split); no scale for static_baked.
+    #: ``split`` CTAs a row, so the rows are grid.x / split; no scale for static_baked.
     arrays = {"x": "dtype[grid.x / split, hidden]", "q": "e4m3[grid.x / split, hidden]",
-              "scale": "f32[grid.x] if scale_mode == 'dynamic' else "
+              "scale": "f32[grid.x / split] if scale_mode == 'dynamic' else "
                        "f32[grid.x / split, hidden / 128] if scale_mode == 'group' else "
                        "f32[1] if scale_mode == 'static_param' else None"}
 
@@ -316,9 +321,10 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     group scales as SiluMulQuant's, the fewest CTAs whose parts are at most 128 vectors,
     within 4 CTAs an SM; a static scale parts of up to :data:`STATIC_PART_VECTORS` (512)
     vectors within :data:`STATIC_CTAS_PER_SM` (1) CTA an SM; past that bound, the largest
-    power of two within it. Parts are equal whole vectors (and groups of 128), at least a warp's 32. 1
-    for the dynamic scale, rows in a window or in chunks, no tokens or ``sm_count`` 0
-    (``sm_count``: the device's SM count, 132 on an H200).
+    power of two within it. Parts are equal whole vectors (and groups of 128), at least a
+    warp's 32. 1 for rows in a window or in chunks, no tokens or ``sm_count`` 0
+    (``sm_count``: the device's SM count, 132 on an H200), and for the dynamic scale, whose
+    cluster reduction cost about what the split saved (below).
 
     Measured on the H200 (``benchmarks/variants.py fp8-split-rule``, 2026-12-02, two
     rounds, bf16, graph replay, us; docs/kernels/fp8_quant.md, "Few tokens"): groups of
@@ -327,6 +333,10 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     tried (1 to 16). A static scale, 18432: 1.60 against 1.15 (1 token), 1.85 against 1.50
     (16), 2.25 against 1.99 at 8 (32); from 128 tokens unsplit was faster (2.99 against 3.08
     at 2 and 4), and 4096 ran level or slower split (64 tokens: 1.35 unsplit, 1.44 at 2).
+    The dynamic scale (``benchmarks/cluster_cost.py``, 2026-12-02): 1 token of 18432, 1.97
+    unsplit against 1.90 at 8 and 2.11 at 2; 16 tokens, 2.13 against 2.05 at 8; 4096, 1.30
+    unsplit against 1.72 at 8 and 1.81 at 2 (``variants.py fp8-dynamic-split``: 7168 to
+    14336 from 1 to 64 tokens unsplit fastest, with a cluster reduction 0.1 us slower).
 
     Raises:
         SpecError: a request :class:`Fp8Quant` refuses (naming the field), or ``tokens``
