@@ -249,9 +249,10 @@ def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str, **fields: Any) -
 
 def _fp8_quant(torch: Any, tokens: int, hidden: int, mode: str = "group",
                **fields: Any) -> BenchCase:
-    """Fp8Quant with group scales (the kernel ``Fp8Quant-group`` of the tables) or a static
-    scale read at launch (``Fp8Quant-static``, the variants only), with the split and loads
-    specdsl.torch would choose for ``tokens`` rows (the split shown as the shape's detail)."""
+    """Fp8Quant with group scales (the kernel ``Fp8Quant-group`` of the tables), a static
+    scale read at launch (``Fp8Quant-static``, the variants only) or dynamic scales
+    (``Fp8Quant-dynamic``, the variants only), with the split and loads specdsl.torch would
+    choose for ``tokens`` rows (the split shown as the shape's detail)."""
     scale_mode = "static_param" if mode == "static" else mode
     split = fp8_quant_module.suggested_split(hidden, "bf16", scale_mode, tokens)
     auto: dict[str, Any] = {"split": split} if "split" not in fields and split > 1 else {}
@@ -272,6 +273,8 @@ def _fp8_quant(torch: Any, tokens: int, hidden: int, mode: str = "group",
         x = host(inputs[0], picks)
         if mode == "static":
             return (fp8_quant_module.reference(x, STATIC_SCALE)[0],)
+        if mode == "dynamic":
+            return fp8_quant_module.reference(x)
         return fp8_quant_module.group_reference(x)
 
     return BenchCase(spec=spec, kernel=f"Fp8Quant-{mode}", tokens=tokens,

@@ -457,6 +457,16 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for fields in ({}, *({"split": s} for s in (1, 2, 4, 8, 16) if tokens * s <= 528
                              and takes(Fp8Quant, hidden=hidden, split=s, scale_mode=(
                                  "static_param" if mode == "static" else mode))))],
+    # SiluMulQuant's dynamic scale over a cluster of 1 to 8 CTAs a token, 1 to 32 tokens
+    "silu-dynamic-split": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, "dynamic", split=split)
+        for d in (14336, 18432) for tokens in (1, 4, 16, 32) for split in (1, 2, 4, 8)],
+    # Fp8Quant's dynamic scale over a cluster of 1 to 8 CTAs a token, 1 to 64 tokens
+    "fp8-dynamic-split": lambda torch: [
+        cases_fused._fp8_quant(torch, tokens, hidden, "dynamic", **fields)
+        for hidden in (4096, 7168, 8192, 14336, 18432) for tokens in (1, 4, 16, 32, 64)
+        for fields in ({}, *({"split": s} for s in (1, 2, 4, 8)
+                             if takes(Fp8Quant, hidden=hidden, split=s)))],
     # the split rules' requests, as specdsl.torch makes them, beside torch.compile
     "split-defaults": lambda torch: [
         cases_fused._silu_mul_quant(torch, tokens, d, mode)
