@@ -259,9 +259,11 @@ def test_every_vector_and_code_once(d, dtype, block):
 
 
 @pytest.mark.parametrize("tokens,d,mode,split", [
-    # the dynamic scale: a cluster of 8 where 8 CTAs a token fit one an SM, else 1
-    (1, 14336, "dynamic", 8), (16, 14336, "dynamic", 8), (17, 14336, "dynamic", 1),
-    (1, 1024, "dynamic", 4), (1, 4097, "dynamic", 1),
+    # the dynamic scale: a cluster of 8 where 8 CTAs a token fit one an SM, else 4 where
+    # those do, else 1; 2 where neither cuts the row (1024 bf16: 128 vectors, parts of 32)
+    (1, 14336, "dynamic", 8), (16, 14336, "dynamic", 8), (17, 14336, "dynamic", 4),
+    (33, 18432, "dynamic", 4), (34, 14336, "dynamic", 1), (1, 1024, "dynamic", 4),
+    (1, 4097, "dynamic", 1), (1, 4112, "dynamic", 2), (0, 14336, "dynamic", 1),
     # static and group: the fewest CTAs with parts of at most 128 vectors (14336: 1792
     # vectors, 14 parts; 18432: 2304, 18), within 4 CTAs an SM (528), then the most within
     (1, 14336, "static", 14), (16, 14336, "group", 14), (1, 18432, "group", 18),

@@ -202,6 +202,19 @@ def spread_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int]
     return next((s for s in candidates if vectors % s == 0 and takes(s)), 1)
 
 
+def cluster_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int], bool]) -> int:
+    """CTAs a row for few rows of ``vectors`` vectors whose CTAs meet in a cluster reduction
+    (SiluMulQuant's dynamic scale): the largest of 8, 4 and 2 that ``takes(split)`` accepts,
+    cutting the row into equal parts of at least :data:`MIN_PART_VECTORS`, where ``tokens *
+    4`` CTAs fit one an SM of ``sm_count`` (and, for 8, ``tokens * 8``); 1 beyond that.
+    Measured on the H200: docs/kernels/silu_mul.md, "Few tokens"."""
+    if tokens < 1 or tokens * 4 > sm_count:
+        return 1
+    most = MAX_SPLIT if tokens * MAX_SPLIT <= sm_count else 4
+    return next((s for s in (8, 4, 2) if s <= most and vectors // s >= MIN_PART_VECTORS
+                 and vectors % s == 0 and takes(s)), 1)
+
+
 #: The values ``rows_per_cta`` may take (RMSNorm, Softmax): rows a CTA reduces together.
 ROWS_PER_CTA = (1, 2, 4)
 

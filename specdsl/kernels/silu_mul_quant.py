@@ -13,13 +13,12 @@ from . import fp8_quant, silu_mul
 from ._checks import FLOAT_DTYPES, block_size, count, one_of, suggestion_counts, takes
 from ._rows import (
     CTAS_PER_SM,
-    MAX_SPLIT,
-    MIN_PART_VECTORS,
     ONE_VECTOR_PART,
     PART_VECTORS,
     check_resident,
     check_resident_block,
     check_split,
+    cluster_split,
     row_block,
     row_launch_dims,
     spread_split,
@@ -185,11 +184,12 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
     The static and group scales (plain CTAs): the fewest CTAs a token whose parts are at
     most :data:`PART_VECTORS` vectors, where ``tokens * split`` stays within
     :data:`CTAS_PER_SM` CTAs an SM; beyond that, the largest power of two within it (1 where even
-    2 is beyond it). The dynamic scale, whose CTAs meet in a cluster reduction: the
-    largest of 8, 4 and 2 where 8 CTAs a token fit one an SM (``tokens * 8 <= sm_count``,
-    up to 16 tokens on an H200). Each part is equal whole vectors (and groups), at least
-    :data:`MIN_PART_VECTORS`. ``sm_count`` is the device's SM count (132 on an H200); 0
-    gives 1 (``specdsl.torch`` passes 0 for the dynamic scale on a device without thread
+    2 is beyond it). The dynamic scale, whose CTAs meet in a cluster reduction
+    (:func:`~specdsl.kernels._rows.cluster_split`): 8 CTAs a token where they fit one an
+    SM (``tokens * 8 <= sm_count``, up to 16 tokens on an H200), else 4 where those do (up
+    to 33), else 1 (2 where 8 and 4 do not cut the row). Each part is equal whole vectors
+    (and groups), at least :data:`~specdsl.kernels._rows.MIN_PART_VECTORS`. ``sm_count`` is
+    the device's SM count (132 on an H200); 0 gives 1 (``specdsl.torch`` passes 0 for the dynamic scale on a device without thread
     block clusters, before sm_90).
 
     Measured on the H200 (bf16, graph replay, us; docs/kernels/silu_mul.md, "Few tokens"):
@@ -204,8 +204,12 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
       an SM won from 64 tokens: at 64, 8 CTAs a token (512) against 4 (256), 2.75 and 2.77 at
       14336, 3.05 and 3.25 at 18432; at 128, 4 against 2: 3.74 and 4.08 at 14336; at 256, 2
       against 1: 6.05 and 6.28, 7.03 and 7.19 at 18432 (groups 7.38 and 8.12).
-    * ``silu-quant-split`` (2026-12-02): the dynamic scale, 16 tokens of 14336, 3.28
-      unsplit against 2.93 at 8; 64 tokens, 3.60 against 3.82 at 2 (so 1).
+    * ``silu-dynamic-split`` (2026-12-02, two rounds, with an mbarrier version of the cluster
+      reduction, 0.1 us slower than the pushed one shipped: ``benchmarks/cluster_cost.py``):
+      the dynamic scale of 14336, 1 token 2.75 unsplit, 2.17 at 8; 16 tokens 3.28, 2.79 at
+      8; 32 tokens 3.28, 3.06 at 4 and 8, 3.29 at 2; of 18432, 32 tokens 3.79, 3.33 at 4.
+      Before (the reduction reading the other CTAs' slots): 64 tokens, 3.60 unsplit against
+      3.82 at 2 (``silu-quant-split``), and that count was not timed again: 1 there.
 
     Raises:
         SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
@@ -220,10 +224,7 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
 
     if request.scale_mode != "dynamic":
         return spread_split(vectors, tokens, sm_count, split_taken)
-    if tokens == 0 or tokens * MAX_SPLIT > sm_count:
-        return 1
-    return next((s for s in (8, 4, 2) if vectors // s >= MIN_PART_VECTORS and vectors % s == 0
-                 and split_taken(s)), 1)
+    return cluster_split(vectors, tokens, sm_count, split_taken)
 
 
 def reference(x: Any, d: int, dtype: DType, scale_mode: str,
