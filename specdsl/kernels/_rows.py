@@ -132,8 +132,8 @@ def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, s
     return (ctas * split, 1, 1), (block, 1, 1)
 
 
-#: Most CTAs of one cluster a row may be split over (Softmax's ``split``, SiluMulQuant's
-#: with the dynamic scale): the largest portable cluster (CUDA Programming Guide, "Thread
+#: Most CTAs of one cluster a row may be split over (Softmax's ``split``, SiluMulQuant's and
+#: Fp8Quant's with the dynamic scale): the largest portable cluster (CUDA Programming Guide, "Thread
 #: Block Clusters": 8 CTAs on every device that has clusters).
 MAX_SPLIT = 8
 

@@ -187,8 +187,8 @@ class Fp8Quant:
             CTAs, any count that cuts the row so); for the dynamic scale 1 to 8: a
             token's CTAs form a thread block cluster (sm_90) and meet in a cluster
             reduction of their row maxima (``templates/reduce.ptx.j2``), which on the
-            H200 costs about what the split saves on rows up to 18432 (so
-            :func:`suggested_split` gives 1 there). Only for rows held in registers in
+            H200 costs about what the split saves at 18432 and more at shorter rows (so
+            :func:`suggested_split` gives 1 for it). Only for rows held in registers in
             whole vectors (up to 65536 f16/bf16 or 32768 f32 elements, not
             :attr:`windowed`), each part by ``block`` threads (:attr:`chunks` 1); 1
             elsewhere.
@@ -324,7 +324,8 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     power of two within it. Parts are equal whole vectors (and groups of 128), at least a
     warp's 32. 1 for rows in a window or in chunks, no tokens or ``sm_count`` 0
     (``sm_count``: the device's SM count, 132 on an H200), and for the dynamic scale, whose
-    cluster reduction cost about what the split saved (below).
+    cluster reduction cost about what the split saved at 18432 and more at shorter rows
+    (below).
 
     Measured on the H200 (``benchmarks/variants.py fp8-split-rule``, 2026-12-02, two
     rounds, bf16, graph replay, us; docs/kernels/fp8_quant.md, "Few tokens"): groups of
@@ -335,8 +336,9 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     at 2 and 4), and 4096 ran level or slower split (64 tokens: 1.35 unsplit, 1.44 at 2).
     The dynamic scale (``benchmarks/cluster_cost.py``, 2026-12-02): 1 token of 18432, 1.97
     unsplit against 1.90 at 8 and 2.11 at 2; 16 tokens, 2.13 against 2.05 at 8; 4096, 1.30
-    unsplit against 1.72 at 8 and 1.81 at 2 (``variants.py fp8-dynamic-split``: 7168 to
-    14336 from 1 to 64 tokens unsplit fastest, with a cluster reduction 0.1 us slower).
+    unsplit against 1.72 at 8 and 1.81 at 2 (``variants.py fp8-dynamic-split``, with an
+    mbarrier version of the reduction 0.04 to 0.21 us slower: unsplit fastest at every
+    width from 4096 to 18432 and 1 to 64 tokens).
 
     Raises:
         SpecError: a request :class:`Fp8Quant` refuses (naming the field), or ``tokens``

@@ -189,8 +189,8 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
     SM (``tokens * 8 <= sm_count``, up to 16 tokens on an H200), else 4 where those do (up
     to 33), else 1 (2 where 8 and 4 do not cut the row). Each part is equal whole vectors
     (and groups), at least :data:`~specdsl.kernels._rows.MIN_PART_VECTORS`. ``sm_count`` is
-    the device's SM count (132 on an H200); 0 gives 1 (``specdsl.torch`` passes 0 for the dynamic scale on a device without thread
-    block clusters, before sm_90).
+    the device's SM count (132 on an H200); 0 gives 1 (``specdsl.torch`` passes 0 for the
+    dynamic scale on a device without thread block clusters, before sm_90).
 
     Measured on the H200 (bf16, graph replay, us; docs/kernels/silu_mul.md, "Few tokens"):
 
