@@ -4,7 +4,8 @@
 what they compute from their measurements, and how they read their command lines, is
 tested here from made-up results. Where torch is installed (the GPU machine), the torch
 implementation of every case is also checked against the kernel's float64 reference on
-CPU tensors (``benchfakes.py`` stands in for the device).
+CPU tensors (``benchfakes.py`` stands in for the device). ``cluster_cost.py``'s PTX texts
+are checked to be the steps they name, and to assemble.
 """
 
 from __future__ import annotations
@@ -850,3 +851,34 @@ def test_l1_loads_study_pairs_each_request_with_the_field_off_and_on():
         assert (off.spec.l1_no_allocate, on.spec.l1_no_allocate) == (False, True)
         assert attrs.evolve(off.spec, l1_no_allocate=True) == on.spec
         assert (off.kernel, off.tokens, off.bytes_moved) == (on.kernel, on.tokens, on.bytes_moved)
+
+
+# --- cluster_cost.py: the PTX texts it times -----------------------------------------------
+
+
+@pytest.mark.parametrize("hidden,split", [(4096, 2), (18432, 8)])
+def test_cluster_cost_texts_are_the_steps_they_name(hidden, split):
+    """Each text cluster_cost.py times is its own PTX, assembled by nvJitLink, and holds the
+    step its label names: its edits of the rendered text found what they replace (a template
+    change that moved a comment they match would leave the text unchanged, and the table
+    would time the same kernel twice)."""
+    import cluster_cost
+
+    from specdsl._runtime.compile import compile_ptx
+
+    texts = {label: text for label, (text, _) in cluster_cost.texts(hidden, split).items()}
+    assert len(set(texts.values())) == len(texts) == 10
+    steps = {"dynamic, CTA max only": ("barrier.cluster", "::cluster"),
+             "dynamic, remote reads": ("ld.shared::cluster",),
+             "dynamic, mbarrier, no guard": ("mbarrier.try_wait", "st.shared::cluster"),
+             "dynamic, mbarrier": ("mbarrier.try_wait", "barrier.cluster.wait.aligned;\n    ret;"),
+             "dynamic, pushed": ("st.shared::cluster",),
+             "+ cluster launch": (f".reqnctapercluster {split}, 1, 1",)}
+    for label, text in texts.items():
+        wanted = steps.get(label, ())
+        if label == "dynamic, CTA max only":
+            assert not any(step in text for step in wanted), label
+        else:
+            assert all(step in text for step in wanted), label
+        assert "mbarrier" not in text or "mbarrier" in label, label
+        compile_ptx(text)
