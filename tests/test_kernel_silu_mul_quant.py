@@ -287,11 +287,15 @@ def test_suggested_split(tokens, d, mode, split):
 
 
 def test_suggested_split_without_clusters_and_bad_input():
-    """sm_count 0 (a device without clusters) gives 1; a bad count or request is a SpecError
-    naming it."""
+    """sm_count 0 (a device without clusters) gives 1; fewer SMs lower the dynamic scale's
+    token bounds; a bad count or request is a SpecError naming it."""
     from specdsl.kernels.silu_mul_quant import suggested_split
 
     assert suggested_split(14336, "bf16", "static", 1, sm_count=0) == 1
+    # the dynamic scale's bounds follow the SMs: 8 a token to sm_count / 8 tokens, 4 to / 4
+    assert [suggested_split(14336, "bf16", "dynamic", tokens, sm_count=64)
+            for tokens in (8, 9, 16, 17)] == [8, 4, 4, 1]
+    assert suggested_split(14336, "bf16", "dynamic", 1, sm_count=0) == 1
     assert suggested_split(14336, "bf16", "static", 16, sm_count=16) == 4
     assert suggested_split(14336, "bf16", "static", np.int64(16), np.int32(132)) == 14
     for message, args in (("tokens must be 0 or more (got -1)", (14336, "bf16", "static", -1)),
