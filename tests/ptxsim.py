@@ -5,7 +5,7 @@ from one trip to the next.
 Enough of PTX for the reductions of ``templates/reduce.ptx.j2`` and ``softmax.ptx.j2``:
 warp shuffles, ``redux.sync.max.u32`` over a whole warp (of values never negative nor NaN),
 f32 add/max/min, u32 compare and address arithmetic, ``.shared`` and
-distributed shared memory loads and stores, CTA and cluster barriers. Any other
+distributed shared memory stores, CTA and cluster barriers. Any other
 instruction fails the test that runs it (the model must grow with the macros).
 
 Every register holds one float64 per (case, thread): ``case`` runs independent inputs
@@ -53,8 +53,7 @@ def check_cluster_protocol(ptx: str) -> int:
     opcodes = []
     for raw in ptx.splitlines():
         code = raw.split("//")[0].strip().rstrip(";")
-        guard = _GUARD.match(code)
-        op = code[guard.end() if guard else 0:].split(" ", 1)[0]
+        op = _parse(code)[2] if code else ""
         if op.startswith("barrier.cluster") or "::cluster" in op:
             opcodes.append(op)
     reductions = opcodes.count("st.shared::cluster.b32")
@@ -212,8 +211,7 @@ def _step(instruction: tuple, regs: dict[str, np.ndarray], columns: slice, cta: 
         write(args[0], value(args[1]) * value(args[2]) + value(args[3]))
     elif op == "mapa.shared::cluster.u32":
         write(args[0], (value(args[2]) + 1) * _WINDOW + value(args[1]))
-    elif op in ("st.shared.b32", "ld.shared.b32", "ld.shared::cluster.b32",
-                "st.shared::cluster.b32"):
+    elif op in ("st.shared.b32", "ld.shared.b32", "st.shared::cluster.b32"):
         is_store = op.startswith("st")
         base, _, offset = (args[0] if is_store else args[1]).strip("[]").partition("+")
         address = value(base) + int(offset or "0")

@@ -133,9 +133,13 @@ def row_launch_dims(kernel: str, rows: int, block: int, rows_per_cta: int = 1, s
 
 
 #: Most CTAs of one cluster a row may be split over (Softmax's ``split``, SiluMulQuant's and
-#: Fp8Quant's with the dynamic scale): the largest portable cluster (CUDA Programming Guide, "Thread
-#: Block Clusters": 8 CTAs on every device that has clusters).
+#: Fp8Quant's with the dynamic scale): the largest portable cluster (CUDA Programming Guide,
+#: "Thread Block Clusters": 8 CTAs on every device that has clusters).
 MAX_SPLIT = 8
+#: :func:`check_split`'s ``cluster_why`` for the FP8 kernels, whose dynamic scale alone
+#: splits over a cluster.
+DYNAMIC_SCALE_CLUSTER = (" for the dynamic scale (the largest portable cluster; the static "
+                         "and group scales take more)")
 
 
 def check_split(field: str, length: int, dtype: DType, split: int, cluster: bool = True,

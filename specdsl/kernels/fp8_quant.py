@@ -22,6 +22,7 @@ from ._fp8_reference import (
     reference,
 )
 from ._rows import (
+    DYNAMIC_SCALE_CLUSTER,
     ONE_VECTOR_PART,
     cdiv,
     check_length,
@@ -118,8 +119,7 @@ def _split_check(instance: Any, attribute: Any, split: int) -> None:
     check_split("hidden", instance.hidden, instance.dtype, split,
                 cluster=instance.scale_mode == "dynamic",
                 group=GROUP_SIZE if instance.scale_mode == "group" else 0,
-                cluster_why=" for the dynamic scale (the largest portable cluster; the static "
-                            "and group scales take more)")
+                cluster_why=DYNAMIC_SCALE_CLUSTER)
 
 
 def _block_check(instance: Any, attribute: Any, block: int) -> None:

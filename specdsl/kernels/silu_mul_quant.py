@@ -13,6 +13,7 @@ from . import fp8_quant, silu_mul
 from ._checks import FLOAT_DTYPES, block_size, count, one_of, suggestion_counts, takes
 from ._rows import (
     CTAS_PER_SM,
+    DYNAMIC_SCALE_CLUSTER,
     ONE_VECTOR_PART,
     PART_VECTORS,
     check_resident,
@@ -60,8 +61,7 @@ def _check_scale_mode(instance: Any, attribute: Any, mode: str) -> None:
 def _check_split(instance: Any, attribute: Any, split: int) -> None:
     check_split("d", instance.d, instance.dtype, split, cluster=instance.scale_mode == "dynamic",
                 group=fp8_quant.GROUP_SIZE if instance.scale_mode == "group" else 0,
-                cluster_why=" for the dynamic scale (the largest portable cluster; the static "
-                            "and group scales take more)")
+                cluster_why=DYNAMIC_SCALE_CLUSTER)
 
 
 def _check_block(instance: Any, attribute: Any, block: int) -> None:
