@@ -480,6 +480,33 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_norm._softmax(torch, tokens, cols, split=split)
         for cols in (32768, 131072) for tokens in (1, 16, 256) for split in (1, 4, 8)] + [
         cases_norm._softmax(torch, tokens, 131072, split=8, block=1024) for tokens in (1, 16)],
+    # the bounds of the cluster splits' rules, after the pushed reduction (2026-12-02):
+    # SiluMulQuant's dynamic scale around 33 and 66 tokens (4 and 2 CTAs a token fill the
+    # SMs there), Softmax's shorter rows and more rows than suggested_split splits
+    "split-bounds": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, "dynamic", split=split)
+        for d in (4096, 11008, 14336, 18432, 28672)
+        for tokens in (16, 24, 33, 34, 48, 56, 66, 67, 80, 96, 132)
+        for split in (1, 2, 4, 8) if takes(SiluMulQuant, d=d, scale_mode="dynamic", split=split)
+    ] + [
+        cases_norm._softmax(torch, tokens, cols, split=split)
+        for cols in (8192, 16384, 32768, 65536, 128256, 131072)
+        for tokens in (1, 4, 16, 33, 48, 66, 80, 100, 132)
+        for split in (1, 2, 4, 8) if takes(Softmax, cols=cols, split=split)],
+    # the same at 1 to 16 tokens and shorter rows (where a split starts to pay), and at the
+    # row counts between the measured bounds
+    "split-bounds-more": lambda torch: [
+        cases_fused._silu_mul_quant(torch, tokens, d, "dynamic", split=split)
+        for d in (2048, 4096, 5120, 7168, 8192, 11008, 14336) for tokens in (1, 4, 8, 16)
+        for split in (1, 2, 4, 8) if takes(SiluMulQuant, d=d, scale_mode="dynamic", split=split)
+    ] + [
+        cases_fused._fp8_quant(torch, tokens, hidden, "dynamic", split=split)
+        for hidden in (4096, 7168, 8192, 14336, 18432, 28672) for tokens in (1, 4, 16, 33, 48)
+        for split in (1, 2, 4, 8) if takes(Fp8Quant, hidden=hidden, split=split)
+    ] + [
+        cases_norm._softmax(torch, tokens, cols, split=split)
+        for cols in (32768, 65536, 131072) for tokens in (40, 56, 60, 72)
+        for split in (1, 2, 4, 8) if takes(Softmax, cols=cols, split=split)],
 }
 
 
