@@ -807,13 +807,19 @@ def test_split_example_launches_split_ctas():
     (1, 4100, "f16", "static_param", 5), (1, 4098, "f32", "static_param", 1),
     (1, 256, "bf16", "static_param", 1), (1, 512, "bf16", "static_param", 1),
     (1, 2048, "bf16", "group", 2),
-    # never split: the dynamic scale, a window, chunks, no tokens
-    (1, 18432, "bf16", "dynamic", 1), (1, 4097, "bf16", "static_param", 1),
+    # the dynamic scale: a cluster of 8 for rows of 2048 vectors or more (16384 bf16, 8192
+    # f32) up to an eighth of the 132 SMs in tokens (16), else 1
+    (1, 18432, "bf16", "dynamic", 8), (16, 16384, "bf16", "dynamic", 8),
+    (17, 18432, "bf16", "dynamic", 1), (1, 14336, "bf16", "dynamic", 1),
+    (1, 8192, "f32", "dynamic", 8), (1, 16392, "bf16", "dynamic", 1),
+    # never split: a window, chunks, no tokens
+    (1, 4097, "bf16", "static_param", 1),
     (1, 131072, "bf16", "group", 1), (0, 18432, "bf16", "group", 1)])
 def test_suggested_split(tokens, hidden, dtype, mode, split):
     """The fewest CTAs with parts of at most 128 vectors (a static scale: 512) that the
     request takes, while tokens * split fits 4 CTAs an SM of 132 (a static scale: 1);
-    else the largest power of two within that; 1 where none does."""
+    else the largest power of two within that; 1 where none does. The dynamic scale: a
+    cluster of 8 for long rows and few tokens."""
     from specdsl.kernels.fp8_quant import suggested_split
 
     assert suggested_split(hidden, dtype, mode, tokens) == split

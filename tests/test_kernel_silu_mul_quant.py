@@ -259,11 +259,14 @@ def test_every_vector_and_code_once(d, dtype, block):
 
 
 @pytest.mark.parametrize("tokens,d,mode,split", [
-    # the dynamic scale: a cluster of 8 where 8 CTAs a token fit one an SM, else 4 where
-    # those do, else 1; 2 where neither cuts the row (1024 bf16: 128 vectors, parts of 32)
-    (1, 14336, "dynamic", 8), (16, 14336, "dynamic", 8), (17, 14336, "dynamic", 4),
-    (33, 18432, "dynamic", 4), (34, 14336, "dynamic", 1), (1, 1024, "dynamic", 4),
-    (1, 4097, "dynamic", 1), (1, 4112, "dynamic", 2), (0, 14336, "dynamic", 1),
+    # the dynamic scale, rows of 768 vectors or more (6144 bf16): a cluster of 8 up to a
+    # quarter of the 132 SMs in tokens (33), 4 up to 0.46 (60), else 1; 2 where neither
+    # cuts the row (6160 bf16: 770 vectors, 2 parts of 385), 1 where 2 does not either
+    (1, 14336, "dynamic", 8), (33, 14336, "dynamic", 8), (34, 14336, "dynamic", 4),
+    (60, 18432, "dynamic", 4), (61, 14336, "dynamic", 1), (1, 6144, "dynamic", 8),
+    (1, 5120, "dynamic", 1), (16, 4096, "dynamic", 1), (1, 6160, "dynamic", 2),
+    (60, 6160, "dynamic", 2), (61, 6160, "dynamic", 1), (1, 6152, "dynamic", 1),
+    (1, 8193, "dynamic", 1), (0, 14336, "dynamic", 1),
     # static and group: the fewest CTAs with parts of at most 128 vectors (14336: 1792
     # vectors, 14 parts; 18432: 2304, 18), within 4 CTAs an SM (528), then the most within
     (1, 14336, "static", 14), (16, 14336, "group", 14), (1, 18432, "group", 18),
@@ -292,9 +295,10 @@ def test_suggested_split_without_clusters_and_bad_input():
     from specdsl.kernels.silu_mul_quant import suggested_split
 
     assert suggested_split(14336, "bf16", "static", 1, sm_count=0) == 1
-    # the dynamic scale's bounds follow the SMs: 8 a token to sm_count / 8 tokens, 4 to / 4
+    # the dynamic scale's bounds follow the SMs: 8 a token to sm_count / 4 tokens, 4 to
+    # 0.46 * sm_count (29.44 of 64)
     assert [suggested_split(14336, "bf16", "dynamic", tokens, sm_count=64)
-            for tokens in (8, 9, 16, 17)] == [8, 4, 4, 1]
+            for tokens in (16, 17, 29, 30)] == [8, 4, 4, 1]
     assert suggested_split(14336, "bf16", "dynamic", 1, sm_count=0) == 1
     assert suggested_split(14336, "bf16", "static", 16, sm_count=16) == 4
     assert suggested_split(14336, "bf16", "static", np.int64(16), np.int32(132)) == 14

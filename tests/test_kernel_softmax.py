@@ -294,14 +294,31 @@ def test_default_block(cols, dtype, block):
 
 
 @pytest.mark.parametrize("cols,dtype,rows,split", [
-    (131072, "bf16", 1, 8), (131072, "bf16", 16, 8), (131072, "bf16", 17, 4),
-    (131072, "bf16", 66, 2), (131072, "bf16", 256, 1), (32768, "bf16", 1, 8),
+    # 8 CTAs a row up to a quarter of the 132 SMs in rows (33), 4 up to 0.46 (60), 2 up to
+    # half (66), then 1
+    (65536, "bf16", 1, 8), (65536, "bf16", 33, 8), (65536, "bf16", 34, 4),
+    (65536, "bf16", 60, 4), (65536, "bf16", 61, 2), (65536, "bf16", 66, 2),
+    (65536, "bf16", 67, 1), (32768, "bf16", 1, 8),
+    # parts longer than 1024 vectors: 8 up to half the SMs in rows
+    (131072, "bf16", 66, 8), (131072, "bf16", 67, 1), (131072, "bf16", 256, 1),
+    (128256, "bf16", 48, 8), (32768, "f32", 40, 4), (65536, "f32", 40, 8),
+    # rows a 256-thread CTA holds (2048 vectors) are not split
     (16384, "bf16", 1, 1), (8192, "f32", 1, 1), (16384, "f32", 1, 8), (MAX_COLS, "bf16", 1, 8),
+    # the largest cluster that cuts the row (6250 f16 vectors: 2 parts)
     (50000, "f16", 3, 2), (50000, "f16", 100, 1)])
 def test_suggested_split(cols, dtype, rows, split):
-    """Long rows split over the largest cluster that divides them and fits one wave."""
+    """Long rows split over the largest cluster that cuts them into parts held in registers,
+    within its bound in rows."""
     assert suggested_split(cols, dtype, rows) == split
     Softmax(cols=cols, dtype=dtype, split=split)  # every suggestion is a valid request
+
+
+def test_suggested_split_follows_the_sm_count():
+    """The bounds are fractions of the SM count: of 64 SMs, 8 CTAs a row of 65536 up to 16
+    rows, 4 up to 29 (0.46 x 64 = 29.44), 2 up to 32; 8 of 131072 up to 32."""
+    assert [suggested_split(65536, "bf16", rows, sm_count=64)
+            for rows in (16, 17, 29, 30, 32, 33)] == [8, 4, 4, 2, 2, 1]
+    assert [suggested_split(131072, "bf16", rows, sm_count=64) for rows in (32, 33)] == [8, 1]
 
 
 @pytest.mark.parametrize("args,message", [

@@ -72,8 +72,9 @@ def test_dtype_of_refuses_other_dtypes(function, call, dtype):
 
 @pytest.mark.parametrize("cols,rows,sm_count,split", [
     (131072, 1, 132, 8),     # one long row (decode over a vocabulary): a cluster of 8
-    (131072, 16, 132, 8),    # 16 * 8 = 128 CTAs still fit one wave of 132 SMs
-    (131072, 17, 132, 4),    # 17 * 8 would not
+    (131072, 66, 132, 8),    # parts of 2048 vectors: 8 up to half the SMs in rows
+    (131072, 67, 132, 1),    # beyond it, and beyond 2's bound (half): one CTA a row
+    (65536, 34, 132, 4),     # parts of 1024: 8 up to a quarter of the SMs, then 4
     (131072, 5000, 132, 1),  # many rows: one CTA each
     (4096, 1, 132, 1),       # short rows are never split
     (131072, 1, 0, 1),       # a device without clusters (sm_count 0)
@@ -140,24 +141,31 @@ def test_softmax_keeps_exponentials_caches_no_row_count():
      SiluMulQuant(d=14336, scale_mode="static", split=14, block=128)),
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "group", 64, 132),
      SiluMulQuant(d=14336, scale_mode="group", split=8, l1_no_allocate=True)),
+    (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "dynamic", 48, 132),
+     SiluMulQuant(d=14336, split=4, l1_no_allocate=True)),
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "dynamic", 64, 132),
      SiluMulQuant(d=14336, l1_no_allocate=True)),
     # ... not where the device has none (sm_count 0, the default)
     (lambda: specs.silu_and_mul_quant(14336, torch.bfloat16, "static", 16),
      SiluMulQuant(d=14336, scale_mode="static")),
-    # Fp8Quant's static and group scales split few rows too; the dynamic scale never
+    # Fp8Quant's scales split few rows too; the dynamic scale only long rows (a cluster)
     (lambda: specs.scaled_fp8_quant(18432, torch.bfloat16, True, 16, 132),
      Fp8Quant(hidden=18432, scale_mode="static_param", split=6)),
     (lambda: specs.per_token_group_quant_fp8(18432, torch.bfloat16, 64, 132),
      Fp8Quant(hidden=18432, scale_mode="group", split=8, l1_no_allocate=True)),
     (lambda: specs.scaled_fp8_quant(18432, torch.bfloat16, False, 16, 132),
+     Fp8Quant(hidden=18432, split=8)),
+    (lambda: specs.scaled_fp8_quant(18432, torch.bfloat16, False, 17, 132),
      Fp8Quant(hidden=18432)),
+    (lambda: specs.scaled_fp8_quant(14336, torch.bfloat16, False, 1, 132),
+     Fp8Quant(hidden=14336)),
     (lambda: specs.per_token_group_quant_fp8(18432, torch.bfloat16, 16),
      Fp8Quant(hidden=18432, scale_mode="group")),
 ], ids=["silu-8", "silu-256", "silu-1024", "silu-2048", "fp8-256", "fp8-window", "group-512",
         "silu-quant-256", "silu-quant-16384", "silu-quant-16-split", "silu-quant-64-group",
-        "silu-quant-64-dynamic", "silu-quant-no-clusters", "fp8-static-16", "fp8-group-64",
-        "fp8-dynamic-16", "fp8-group-no-sms"])
+        "silu-quant-48-dynamic", "silu-quant-64-dynamic", "silu-quant-no-clusters",
+        "fp8-static-16", "fp8-group-64", "fp8-dynamic-16", "fp8-dynamic-17",
+        "fp8-dynamic-short", "fp8-group-no-sms"])
 def test_small_launches_take_their_geometry_and_loads(built, expected):
     """The SiluMul and FP8 requests follow the rows of a call (suggested_geometry,
     small_launch_loads); the geometry's block is a launch field, so it is compared too."""

@@ -3,7 +3,8 @@ the block policy of the row kernels (one CTA per row: RMSNorm, Softmax, Fp8Quant
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from .._spec.dtype import DType
@@ -18,7 +19,8 @@ __all__ = ["MAX_GRID_X", "ROW_REGISTERS", "cdiv", "vector_elements", "vector_reg
            "register_cap", "ctas_per_sm",
            "min_ctas_for",
            "check_resident", "check_resident_block", "MAX_SPLIT", "check_split",
-           "ONE_VECTOR_PART", "PART_VECTORS", "MIN_PART_VECTORS", "CTAS_PER_SM", "spread_split"]
+           "ONE_VECTOR_PART", "PART_VECTORS", "MIN_PART_VECTORS", "CTAS_PER_SM", "spread_split",
+           "CLUSTER_ROWS_PER_SM", "cluster_split"]
 
 #: Largest grid.x of a launch (CUDA's limit for compute capability 3.0 and newer).
 MAX_GRID_X = 2**31 - 1
@@ -206,17 +208,34 @@ def spread_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int]
     return next((s for s in candidates if vectors % s == 0 and takes(s)), 1)
 
 
-def cluster_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int], bool]) -> int:
+#: The most rows a cluster split of 8, 4 or 2 CTAs a row serves, as a fraction of the
+#: device's SM count (33, 60 and 66 rows on an H200's 132 SMs): 8 CTAs a row pay while
+#: the rows fill a quarter of the SMs, 4 while they fill 0.46 of them (best at 40 to 60
+#: rows, and slower than 2 or 1 at 66), 2 to half. Measured on the H200 (bf16, graph
+#: replay; ``benchmarks/variants.py split-bounds``, ``split-bounds-more``, 2026-12-02):
+#: docs/kernels/softmax.md and silu_mul.md, "Few rows".
+CLUSTER_ROWS_PER_SM: Mapping[int, Fraction] = {
+    8: Fraction(1, 4), 4: Fraction(46, 100), 2: Fraction(1, 2)}
+
+
+def cluster_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int], bool], *,
+                  min_vectors: int,
+                  rows_per_sm: Mapping[int, Fraction] = CLUSTER_ROWS_PER_SM) -> int:
     """CTAs a row for few rows of ``vectors`` vectors whose CTAs meet in a cluster reduction
-    (SiluMulQuant's dynamic scale): the largest of 8, 4 and 2 that ``takes(split)`` accepts,
-    cutting the row into equal parts of at least :data:`MIN_PART_VECTORS`, where ``tokens *
-    4`` CTAs fit one an SM of ``sm_count`` (and, for 8, ``tokens * 8``); 1 beyond that.
-    Measured on the H200: docs/kernels/silu_mul.md, "Few tokens"."""
-    if tokens < 1 or tokens * 4 > sm_count:
+    (Softmax, SiluMulQuant's and Fp8Quant's dynamic scales).
+
+    The largest split of ``rows_per_sm`` (8, 4 or 2) whose bound the rows keep within
+    (``tokens <= rows_per_sm[split] * sm_count``, ``sm_count`` the device's SM count), that
+    cuts the row into equal parts of at least :data:`MIN_PART_VECTORS` vectors and that
+    ``takes(split)`` accepts (the kernel's own conditions); 1 for rows of fewer than
+    ``min_vectors`` vectors, where the cluster barrier costs more than the split saves, for
+    no rows, and beyond every bound.
+    """
+    if tokens < 1 or vectors < min_vectors:
         return 1
-    most = MAX_SPLIT if tokens * MAX_SPLIT <= sm_count else 4
-    return next((s for s in (8, 4, 2) if s <= most and vectors // s >= MIN_PART_VECTORS
-                 and vectors % s == 0 and takes(s)), 1)
+    return next((split for split, most in sorted(rows_per_sm.items(), reverse=True)
+                 if tokens <= most * sm_count and vectors % split == 0
+                 and vectors // split >= MIN_PART_VECTORS and takes(split)), 1)
 
 
 #: The values ``rows_per_cta`` may take (RMSNorm, Softmax): rows a CTA reduces together.

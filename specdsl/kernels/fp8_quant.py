@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Literal
 
 import attrs
@@ -28,6 +29,7 @@ from ._rows import (
     check_length,
     check_resident_block,
     check_split,
+    cluster_split,
     most_vectors_per_thread,
     row_launch_dims,
     row_vectors,
@@ -40,7 +42,8 @@ from ._streaming import FP8_L1_NO_ALLOCATE_DOC, l1_no_allocate_field
 __all__ = ["Fp8Quant", "reference", "group_reference", "mode_reference", "kernel_codes",
            "check_group", "example", "suggested_split",
            "default_block", "E4M3_MAX", "MIN_SCALE", "GROUP_SIZE", "GROUP_EPS", "DEFAULT_BLOCK",
-           "MAX_HIDDEN", "STATIC_PART_VECTORS", "STATIC_CTAS_PER_SM"]
+           "MAX_HIDDEN", "STATIC_PART_VECTORS", "STATIC_CTAS_PER_SM", "CLUSTER_MIN_VECTORS",
+           "CLUSTER_TOKENS_PER_SM"]
 
 #: Threads per CTA for rows of up to 256 threads x 8 16-byte vectors (measured best at
 #: hidden 4096 and 8192, docs/kernels/fp8_quant.md); longer rows get more threads.
@@ -58,6 +61,13 @@ STATIC_PART_VECTORS = 512
 #: ... and keeps a static scale's ``tokens * split`` within one CTA an SM (on the H200, 128
 #: tokens of 18432 ran 2.99 us unsplit against 3.08 at 2 and 4 CTAs a token).
 STATIC_CTAS_PER_SM = 1
+#: The dynamic scale's rows split over a cluster from this many vectors (hidden 16384 of
+#: bf16), 8 CTAs a token up to an eighth of the SMs in tokens (16 on an H200): at 1 to 16
+#: tokens 8 CTAs ran faster than one at 18432 (by 0.05 to 0.08 us) and 28672 (0.34 to
+#: 0.38), slower at 14336 and shorter rows, and from 33 tokens no split led by more than
+#: 0.05 (``benchmarks/variants.py split-bounds-more``, on the H200).
+CLUSTER_MIN_VECTORS = 2048
+CLUSTER_TOKENS_PER_SM = {8: Fraction(1, 8)}
 
 
 def default_block(hidden: int, dtype: DType, split: int = 1) -> int:
@@ -322,10 +332,12 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     within 4 CTAs an SM; a static scale parts of up to :data:`STATIC_PART_VECTORS` (512)
     vectors within :data:`STATIC_CTAS_PER_SM` (1) CTA an SM; past that bound, the largest
     power of two within it. Parts are equal whole vectors (and groups of 128), at least a
-    warp's 32. 1 for rows in a window or in chunks, no tokens or ``sm_count`` 0
-    (``sm_count``: the device's SM count, 132 on an H200), and for the dynamic scale, whose
-    cluster reduction cost about what the split saved at 18432 and more at shorter rows
-    (below).
+    warp's 32. The dynamic scale, whose CTAs meet in a cluster reduction
+    (:func:`~specdsl.kernels._rows.cluster_split`): 8 CTAs a token for rows of at least
+    :data:`CLUSTER_MIN_VECTORS` vectors, up to an eighth of ``sm_count`` in tokens (16 on an
+    H200), else 1. 1 for rows in a window or in chunks, no tokens or ``sm_count`` 0
+    (``sm_count``: the device's SM count, 132 on an H200; ``specdsl.torch`` passes 0 for the
+    dynamic scale on a device without thread block clusters, before sm_90).
 
     Measured on the H200 (``benchmarks/variants.py fp8-split-rule``, 2026-12-02, two
     rounds, bf16, graph replay, us; docs/kernels/fp8_quant.md, "Few tokens"): groups of
@@ -334,11 +346,11 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     tried (1 to 16). A static scale, 18432: 1.60 against 1.15 (1 token), 1.85 against 1.50
     (16), 2.25 against 1.99 at 8 (32); from 128 tokens unsplit was faster (2.99 against 3.08
     at 2 and 4), and 4096 ran level or slower split (64 tokens: 1.35 unsplit, 1.44 at 2).
-    The dynamic scale (``benchmarks/cluster_cost.py``, 2026-12-02): 1 token of 18432, 1.97
-    unsplit against 1.90 at 8 and 2.11 at 2; 16 tokens, 2.13 against 2.05 at 8; 4096, 1.30
-    unsplit against 1.72 at 8 and 1.81 at 2 (``variants.py fp8-dynamic-split``, with an
-    mbarrier version of the reduction 0.04 to 0.21 us slower: unsplit fastest at every
-    width from 4096 to 18432 and 1 to 64 tokens).
+    The dynamic scale (``variants.py split-bounds-more``, 2026-12-02, two rounds, hidden
+    4096 to 28672, 1 to 48 tokens, splits 1, 2, 4 and 8): 28672, 2.34 unsplit against 1.96
+    at 8 (1 token), 2.95 against 2.58 (16), 2.99 against 2.94 at 4 (33); 18432, 1.97 against
+    1.89 (1), 2.29 against 2.23 (16), 2.68 unsplit against 2.79 at 8 (33); 14336, 1.75
+    unsplit against 1.86 at 8 (1); 4096, 1.31 against 1.72.
 
     Raises:
         SpecError: a request :class:`Fp8Quant` refuses (naming the field), or ``tokens``
@@ -348,14 +360,16 @@ def suggested_split(hidden: int, dtype: DType | str, scale_mode: str, tokens: in
     static = 1.0 if scale_mode == "static_baked" else None  # the split ignores its value
     request = Fp8Quant(hidden=hidden, dtype=dtype, scale_mode=scale_mode,
                        static_scale=static)
-    if tokens == 0 or sm_count == 0 or request.scale_mode == "dynamic" or request.windowed \
-            or request.chunks > 1:
+    if tokens == 0 or sm_count == 0 or request.windowed or request.chunks > 1:
         return 1
 
     def split_taken(split: int) -> bool:
         return takes(Fp8Quant, hidden=hidden, dtype=dtype, scale_mode=scale_mode,
                      static_scale=static, split=split)
 
+    if request.scale_mode == "dynamic":
+        return cluster_split(request.part, tokens, sm_count, split_taken,
+                             min_vectors=CLUSTER_MIN_VECTORS, rows_per_sm=CLUSTER_TOKENS_PER_SM)
     if request.scale_mode == "group":
         return spread_split(request.part, tokens, sm_count, split_taken)
     return spread_split(request.part, tokens, sm_count, split_taken,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Literal
 
 import attrs
@@ -31,7 +32,18 @@ from ._streaming import L1_NO_ALLOCATE_DOC
 from .case import TOLERANCE, KernelCase, Output, from_bits, to_bits
 
 __all__ = ["SiluMulQuant", "default_block", "suggested_split", "reference", "example",
-           "PART_VECTORS", "CTAS_PER_SM"]
+           "PART_VECTORS", "CTAS_PER_SM", "CLUSTER_MIN_VECTORS", "CLUSTER_TOKENS_PER_SM"]
+
+#: The dynamic scale's rows split over a cluster from this many vectors (d 6144 of bf16):
+#: on the H200 at 1 to 16 tokens every split ran slower than one CTA a token at d 4096
+#: and 5120 (by 0.11 to 0.37 us), and 8 CTAs a token faster from 7168 (by 0.03 to 0.10
+#: at 7168 and 8192, 0.62 to 0.81 at 14336; ``benchmarks/variants.py split-bounds``,
+#: ``split-bounds-more``).
+CLUSTER_MIN_VECTORS = 768
+#: The dynamic scale's bounds (``cluster_split``'s, tokens as a fraction of the SM count):
+#: 8 CTAs a token to a quarter of the SMs, 4 to 0.46; 2, only where 4 does not cut the
+#: row, no further than 4 (it never ran fastest for rows that 4 cuts).
+CLUSTER_TOKENS_PER_SM = {8: Fraction(1, 4), 4: Fraction(46, 100), 2: Fraction(46, 100)}
 
 
 def default_block(d: int, dtype: DType, split: int = 1) -> int:
@@ -185,12 +197,13 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
     most :data:`PART_VECTORS` vectors, where ``tokens * split`` stays within
     :data:`CTAS_PER_SM` CTAs an SM; beyond that, the largest power of two within it (1 where even
     2 is beyond it). The dynamic scale, whose CTAs meet in a cluster reduction
-    (:func:`~specdsl.kernels._rows.cluster_split`): 8 CTAs a token where they fit one an
-    SM (``tokens * 8 <= sm_count``, up to 16 tokens on an H200), else 4 where those do (up
-    to 33), else 1 (2 where 8 and 4 do not cut the row). Each part is equal whole vectors
-    (and groups), at least :data:`~specdsl.kernels._rows.MIN_PART_VECTORS`. ``sm_count`` is
-    the device's SM count (132 on an H200); 0 gives 1 (``specdsl.torch`` passes 0 for the
-    dynamic scale on a device without thread block clusters, before sm_90).
+    (:func:`~specdsl.kernels._rows.cluster_split`), rows of at least
+    :data:`CLUSTER_MIN_VECTORS` vectors (d 6144 of bf16): 8 CTAs a token up to a quarter of
+    ``sm_count`` in tokens (33 on an H200), 4 up to 0.46 of it (60), else 1 (2 where 8 and
+    4 do not cut the row, to 60 tokens). Each part is equal whole vectors (and groups), at
+    least :data:`~specdsl.kernels._rows.MIN_PART_VECTORS`. ``sm_count`` is the device's SM
+    count (132 on an H200); 0 gives 1 (``specdsl.torch`` passes 0 for the dynamic scale on a
+    device without thread block clusters, before sm_90).
 
     Measured on the H200 (bf16, graph replay, us; docs/kernels/silu_mul.md, "Few tokens"):
 
@@ -204,12 +217,14 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
       an SM won from 64 tokens: at 64, 8 CTAs a token (512) against 4 (256), 2.75 and 2.77 at
       14336, 3.05 and 3.25 at 18432; at 128, 4 against 2: 3.74 and 4.08 at 14336; at 256, 2
       against 1: 6.05 and 6.28, 7.03 and 7.19 at 18432 (groups 7.38 and 8.12).
-    * ``silu-dynamic-split`` (2026-12-02, two rounds, with an mbarrier version of the cluster
-      reduction, 0.1 us slower than the pushed one shipped: ``benchmarks/cluster_cost.py``):
-      the dynamic scale of 14336, 1 token 2.75 unsplit, 2.17 at 8; 16 tokens 3.28, 2.79 at
-      8; 32 tokens 3.28, 3.06 at 4 and 8, 3.29 at 2; of 18432, 32 tokens 3.79, 3.33 at 4.
-      Before (the reduction reading the other CTAs' slots): 64 tokens, 3.60 unsplit against
-      3.82 at 2 (``silu-quant-split``), and that count was not timed again: 1 there.
+    * ``split-bounds`` and ``split-bounds-more`` (2026-12-02, two rounds each), the dynamic
+      scale at d 2048 to 28672, 1 to 132 tokens, splits 1, 2, 4 and 8: d 4096, 1.62 unsplit
+      against 1.89 at 8 (1 token), 1.71 against 1.96 (16); 5120, 1.78 against 1.91; 7168,
+      1.98 against 1.92; 14336, 2.75 against 2.07 (1 token), 2.91 at 8 against 3.29 unsplit
+      (33 tokens), 3.22 at 4 against 3.42 (48), 3.33 at 4 against 3.50 (56), 3.60 unsplit
+      against 3.74 at 4 (66); 28672, 3.76 at 8 against 4.53 (33), 4.38 at 4 against 4.76
+      (56), 4.87 unsplit against 6.35 at 4 (66). Split 2 never ran fastest for rows that 4
+      cuts.
 
     Raises:
         SpecError: a request :class:`SiluMulQuant` refuses (naming the field), or
@@ -224,7 +239,8 @@ def suggested_split(d: int, dtype: DType | str, scale_mode: str, tokens: int,
 
     if request.scale_mode != "dynamic":
         return spread_split(vectors, tokens, sm_count, split_taken)
-    return cluster_split(vectors, tokens, sm_count, split_taken)
+    return cluster_split(vectors, tokens, sm_count, split_taken,
+                         min_vectors=CLUSTER_MIN_VECTORS, rows_per_sm=CLUSTER_TOKENS_PER_SM)
 
 
 def reference(x: Any, d: int, dtype: DType, scale_mode: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -14,9 +15,11 @@ from .._templating import immediates
 from ..errors import RenderError, SpecError
 from ._checks import FLOAT_DTYPES, count, one_of
 from ._rows import (
+    CLUSTER_ROWS_PER_SM,
     check_length,
     check_rows_per_cta,
     check_split,
+    cluster_split,
     l2_evict_last_field,
     min_ctas_per_sm_field,
     most_vectors_per_thread,
@@ -44,7 +47,7 @@ from ._softmax_reference import example, reference
 
 __all__ = ["Softmax", "reference", "example", "suggested_split", "suggested_keep_exponentials",
            "default_block", "MAX_COLS", "MAX_SPLIT", "ROWS_PER_CTA", "MORE_CTAS", "KEPT_MORE_CTAS",
-           "KEPT_EXPONENTIALS_MARGIN", "KEPT_EXPONENTIALS_ROWS_PER_SM"]
+           "KEPT_EXPONENTIALS_MARGIN", "KEPT_EXPONENTIALS_ROWS_PER_SM", "LONG_PART_VECTORS"]
 
 #: :func:`suggested_keep_exponentials` keeps the exponentials of at most this many rows an
 #: SM (1056 on an H200's 132). Measured on the H200 (``benchmarks/variants.py
@@ -314,16 +317,34 @@ def _positive_ints(function: str, **values: Any) -> None:
                             f"int")
 
 
+#: Softmax's rows split over a cluster where 8 CTAs each get more than this many vectors
+#: (rows longer than 65536 of bf16) take 8 CTAs a row up to half the SMs in rows, not a
+#: quarter: rows of 131072 ran fastest at 8 up to 66 rows on an H200, rows of 65536 at 4
+#: from 48 (``benchmarks/variants.py split-bounds``).
+LONG_PART_VECTORS = 1024
+
+
 def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 132) -> int:
     """The ``split`` to use for ``rows`` rows of ``cols``: a cluster a row when rows are few.
 
     Rows longer than one 256-thread CTA holds (more than 2048 16-byte vectors: longer than
-    cols 16384 of bf16; 8192 narrower vectors) are split over the largest cluster (8, 4 or 2 CTAs) that divides the row and
-    still fits one wave (``rows * split <= sm_count``, the device's SM count: 132 on an
-    H200). Measured on the H200 (``benchmarks/variants.py softmax-split``, bf16): 1 row of
-    131072 took 15.6 us unsplit and 7.6 us with split 8; 16 rows 16.6 and 10.5 us; at 256
-    rows splitting cost 9-56% instead, so more rows than SMs get ``1``. It assumes every
-    cluster size up to 8 can be scheduled, as on a whole H100/H200; on a MIG slice or
+    cols 16384 of bf16; 8192 narrower vectors) are split over a cluster of 8, 4 or 2 CTAs
+    that cuts the row into parts held in registers, by the bounds of
+    :func:`~specdsl.kernels._rows.cluster_split` in rows (``sm_count``, the device's SM
+    count: 132 on an H200): 8 CTAs a row up to a quarter of the SMs in rows (33 on an
+    H200; up to half, 66, where each CTA's part is longer than :data:`LONG_PART_VECTORS`),
+    4 up to 0.46 of them (60), 2 up to half (66); 1 beyond.
+
+    Measured on the H200 (``benchmarks/variants.py split-bounds`` and
+    ``split-bounds-more``, 2026-12-02, two rounds each, bf16, graph replay, us; cols 8192
+    to 131072, 1 to 132 rows, splits 1, 2, 4 and 8): 131072, 1 row 11.83 unsplit and 4.25
+    at 8; 33 rows 13.36, 8.91 at 8 (10.61 at 4); 48 rows 13.59, 10.64 at 8 (11.41 at 4);
+    66 rows 13.80, 13.00 at 8 (15.84 at 4); 72 rows 14.18 unsplit against 13.88 at 8; 132
+    rows 20.88 unsplit, 23.95 at 8. 32768, 33 rows 5.42 unsplit, 4.54 at 8; 48 rows 4.99
+    at 4 (5.12 at 2); 66 rows 5.67 at 2 (5.88 at 4); 100 rows 6.95 unsplit. 65536, 60 rows
+    7.65 at 4 (8.25 at 2, 9.14 unsplit). 16384 ran 0.12 to 0.18 us faster at 8 at 1 to 4
+    rows and slower from 16, and stays unsplit; 8192 ran slower at every split. It assumes
+    every cluster size up to 8 can be scheduled, as on a whole H100/H200; on a MIG slice or
     another part with smaller GPCs, check with ``cuOccupancyMaxActiveClusters`` first (a
     cluster that cannot be placed fails the launch with ``CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES``,
     raised as a ``LaunchError``).
@@ -342,13 +363,12 @@ def suggested_split(cols: int, dtype: DType | str, rows: int, sm_count: int = 13
     _positive_ints("suggested_split", cols=cols, rows=rows, sm_count=sm_count)
     lanes = vector_elements(cols, dtype)
     vectors, most = cols // lanes, most_vectors_per_thread(lanes, dtype)
-    if vectors <= 256 * most:
-        return 1
-    for split in (8, 4, 2):
-        if not vectors % split and vectors // split <= 1024 * most \
-                and rows * split <= sm_count:
-            return split
-    return 1
+    bounds = dict(CLUSTER_ROWS_PER_SM)
+    if vectors // MAX_SPLIT > LONG_PART_VECTORS:
+        bounds[MAX_SPLIT] = Fraction(1, 2)
+    # each CTA's part held in registers: 1024 threads of `most` vectors at most
+    return cluster_split(vectors, rows, sm_count, lambda split: vectors // split <= 1024 * most,
+                         min_vectors=256 * most + 1, rows_per_sm=bounds)
 
 
 def suggested_keep_exponentials(cols: int, dtype: DType | str, rows: int,

@@ -54,12 +54,13 @@ def new_scales(x: torch.Tensor, mode: str = "dynamic", width: Any = None) -> tor
 
 def _plan(x: torch.Tensor, scale: torch.Tensor | None, index: int) -> _validate.Plan:
     """Every check of a scaled_fp8_quant call, in order; the plan they settle for device
-    ``index`` (with a static scale, few rows are split over CTAs by its SM count)."""
+    ``index`` (few rows are split over CTAs by its SM count)."""
     _check(x, scale)
     _validate.on_cuda(_OP_NAME, "x", x)
     rows = _validate.rows(x)
-    return _validate.plan(_request(x, scale is not None, rows, _runtime.sm_count(index)),
-                          rows, scales_shape(x))
+    # the dynamic scale's CTAs of a row form a cluster (sm_90); a static scale's share nothing
+    sms = _runtime.sm_count(index) if scale is not None else _runtime.cluster_sm_count(index)
+    return _validate.plan(_request(x, scale is not None, rows, sms), rows, scales_shape(x))
 
 
 _PLANS = _validate.Plans()

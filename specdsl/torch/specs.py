@@ -188,9 +188,10 @@ def scaled_fp8_quant(hidden: int, dtype: torch.dtype, static: bool,
     """The :class:`~specdsl.kernels.Fp8Quant` for ``rows`` rows of ``hidden``: per-token
     dynamic scales, or (``static``) one f32 scale read from device memory at launch; loads
     without L1 lines where the launch is small (:func:`~specdsl.kernels.small_launch_loads`;
-    ``rows=None``: a large launch's). With a static scale, few rows are each shared by
-    several CTAs, as :func:`~specdsl.kernels.fp8_quant.suggested_split` chooses for a device
-    of ``sm_count`` SMs (the op passes its device's; 0, the default: never split)."""
+    ``rows=None``: a large launch's). Few rows are each shared by several CTAs, as
+    :func:`~specdsl.kernels.fp8_quant.suggested_split` chooses for a device of ``sm_count``
+    SMs (the op passes its device's, for the dynamic scale 0 on a device without thread
+    block clusters, before sm_90; 0, the default: never split)."""
     return _fp8_for_rows("scaled_fp8_quant", hidden, dtype,
                          "static_param" if static else "dynamic", rows, sm_count)
 
@@ -207,9 +208,8 @@ def _fp8_for_rows(function: str, hidden: int, dtype: torch.dtype, mode: str,
                   rows: int | None, sm_count: int) -> Fp8Quant:
     rows = _rows(function, rows)
     sm_count = _sm_count(function, sm_count)
-    # the dynamic scale is never split: its cluster reduction costs what a split saves
-    few = None if mode == "dynamic" else _split_rows(rows, sm_count)
-    return _for_rows(_fp8_quant(hidden, dtype, mode, few, sm_count), rows)
+    return _for_rows(_fp8_quant(hidden, dtype, mode, _split_rows(rows, sm_count), sm_count),
+                     rows)
 
 
 @functools.lru_cache(maxsize=_KEPT)
