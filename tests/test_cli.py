@@ -335,6 +335,22 @@ def test_render_out_onto_a_file_is_refused(capsys, tmp_path):
     assert f"--out {str(target)!r} is a file" in assert_one_error_line(err)
 
 
+def test_render_out_naming_a_ptx_file_is_refused(capsys, tmp_path):
+    """render --out kernel.ptx, not there yet: refused in one line (exit 2), pointing at a
+    redirect, rather than made into a folder of that name; an existing folder of that name
+    is written into."""
+    target = tmp_path / "kernel.ptx"
+    code, out, err = run(capsys, "render", "rmsnorm", "hidden=4096", "--out", str(target))
+    assert code == 2 and out == "" and not target.exists()
+    assert assert_one_error_line(err).endswith(
+        f"argument --out: {str(target)!r} names a .ptx file, not a folder: --out writes one "
+        f"file a request into a folder (made if missing); to save one render as a file, "
+        f"leave --out out and redirect: > {target}")
+    target.mkdir()
+    code, _, _ = run(capsys, "render", "rmsnorm", "hidden=4096", "--out", str(target))
+    assert code == 0 and len(list(target.iterdir())) == 1
+
+
 # --- options anywhere ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("before, after", [

@@ -33,7 +33,7 @@ from typing import Any
 
 from .._spec.target import Target
 from ..errors import SpecdslError, UnreadFieldWarning, UnsupportedTargetError
-from .folders import folder_argument
+from .folders import render_folder_argument
 from .notices import apply_warning_options, check_environment, one_line_warnings
 from .user_modules import describe_exception, in_specdsl
 
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "print the PTX of one request", "request")
     p.add_argument("request", nargs="+", metavar=request, help=spec_help)
     target(p)
-    p.add_argument("--out", metavar="DIR", type=folder_argument,
+    p.add_argument("--out", metavar="DIR", type=render_folder_argument,
                    help="write one .ptx file per request into DIR (with a header comment) "
                         "and print the paths; with --out, more SPECs may follow the first")
     variants(p, "with --out: every variant of each spec, with the given fields pinned")
