@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -194,10 +195,12 @@ def test_a_bad_row_count_is_a_spec_error_naming_the_function(rows):
     ("per_token_group_quant_fp8", lambda n: specs.per_token_group_quant_fp8(
         4096, torch.bfloat16, 16, n))])
 def test_a_bad_sm_count_is_a_spec_error(function, call, sm_count):
-    """sm_count: an int of 0 or more, else a SpecError naming the function and the value."""
+    """sm_count: an int of 0 or more (a NumPy integer too, as the rows), else a SpecError
+    naming the function and the value."""
     with pytest.raises(SpecError, match=rf"specs\.{function}: sm_count must be an int "
                                         rf"of 0 or more \(got {re.escape(repr(sm_count))}\)"):
         call(sm_count)
+    assert call(np.int64(132)) == call(132)
 
 
 def test_silu_and_mul_quant_rows_past_the_sms_share_one_cache_entry():

@@ -26,7 +26,7 @@ Raises (every function):
 from __future__ import annotations
 
 import functools
-from typing import Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import torch
 
@@ -151,11 +151,17 @@ def _rows(function: str, rows: int | None) -> int | None:
     """``rows`` checked: None, or an int of 0 or more (a NumPy integer too)."""
     if rows is None:
         return None
+    return _count(function, "rows", rows, ", or None for a large launch's request")
+
+
+def _count(function: str, name: str, value: Any, or_else: str = "") -> int:
+    """``value`` as an int of 0 or more (a NumPy integer too, as the kernels' ``suggested_*``
+    take it), else the SpecError naming ``specs.function`` and ``name``."""
     try:
-        return count(f"specs.{function}", "rows", rows)
+        return count(f"specs.{function}", name, value)
     except (TypeError, ValueError):
-        raise SpecError(f"specs.{function}: rows must be an int of 0 or more, or None for a "
-                        f"large launch's request (got {rows!r})") from None
+        raise SpecError(f"specs.{function}: {name} must be an int of 0 or more{or_else} "
+                        f"(got {value!r})") from None
 
 
 def _for_rows(spec: _R, rows: int | None) -> _R:
@@ -207,7 +213,7 @@ def per_token_group_quant_fp8(hidden: int, dtype: torch.dtype, rows: int | None 
 def _fp8_for_rows(function: str, hidden: int, dtype: torch.dtype, mode: str,
                   rows: int | None, sm_count: int) -> Fp8Quant:
     rows = _rows(function, rows)
-    sm_count = _sm_count(function, sm_count)
+    sm_count = _count(function, "sm_count", sm_count)
     return _for_rows(_fp8_quant(hidden, dtype, mode, _split_rows(rows, sm_count), sm_count),
                      rows)
 
@@ -226,14 +232,6 @@ def _split_rows(rows: int | None, sm_count: int) -> int | None:
     """The row count a split request is cached by: rows beyond :data:`CTAS_PER_SM` CTAs an
     SM all split 1, so they share one entry (None: a large launch's request)."""
     return None if rows is None else min(rows, CTAS_PER_SM * sm_count + 1)
-
-
-def _sm_count(function: str, sm_count: int) -> int:
-    """``sm_count`` checked: an int of 0 or more."""
-    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 0:
-        raise SpecError(f"specs.{function}: sm_count must be an int of 0 or more "
-                        f"(got {sm_count!r})")
-    return sm_count
 
 
 #: The scale modes of the fused FP8 epilogues (the kernels refuse other names).
@@ -260,7 +258,7 @@ def silu_and_mul_quant(d: int, dtype: torch.dtype, scale_mode: str,
     without thread block clusters, before sm_90; 0, the default: never split).
     ``rows=None``: a large launch's request."""
     rows = _rows("silu_and_mul_quant", rows)
-    sm_count = _sm_count("silu_and_mul_quant", sm_count)
+    sm_count = _count("silu_and_mul_quant", "sm_count", sm_count)
     return _for_rows(_silu_and_mul_quant(d, dtype, scale_mode, _split_rows(rows, sm_count),
                                          sm_count), rows)
 
