@@ -18,6 +18,9 @@ rows of the default request (no candidate fields in the shape label). ``--rounds
 the experiments' cases N times, every other round in reverse order, so that a drift of the
 machine over the run shows as a difference between rounds rather than between candidates.
 ``variants.md`` is written again after every row, so a run cut short keeps what it measured.
+An experiment may also time an edit of a request's PTX text (``_edited``: ``quant-rcp``),
+checked against the float64 reference as the request is, its row naming the edit after the
+shape.
 
 ``copy-rate`` (issue 15, section 2): each candidate of RMSNorm, RMSNorm+residual, Softmax and
 RoPE against the default request (the first row of each shape), bf16, at 16384 tokens x 4096
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,7 @@ for _path in (str(Path(__file__).resolve().parent.parent), str(Path(__file__).re
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+import attrs  # noqa: E402
 import cases_fused  # noqa: E402  (benchmarks/ is on sys.path)
 import cases_norm  # noqa: E402
 import cases_pointwise  # noqa: E402
@@ -55,6 +60,7 @@ from harness import (  # noqa: E402
     measure_case,
 )
 
+from specdsl import render  # noqa: E402
 from specdsl.kernels import Fp8Quant, RMSNorm, SiluMulQuant, Softmax  # noqa: E402
 from specdsl.kernels._checks import takes  # noqa: E402
 
@@ -67,6 +73,39 @@ def _ctas_candidates(kernel: type, **fields: Any) -> list[dict]:
     spec = kernel(**fields)
     counts = (None, *range(1024 // spec.block + 1, 2048 // spec.block + 1))
     return [{}] + [{"min_ctas_per_sm": ctas} for ctas in counts if ctas != spec.min_ctas_per_sm]
+
+
+_VARIANTS: Any = None
+
+
+class _Swapped:
+    """A launcher that launches ``spec`` whatever request it is handed: a case's own
+    ``run_specdsl`` then runs an edited PTX text with the case's arguments and geometry."""
+
+    def __init__(self, launcher: Any, spec: Any) -> None:
+        self.launcher, self.spec = launcher, spec
+
+    def launch(self, spec: Any, *args: Any, grid: tuple, block: tuple) -> None:
+        self.launcher.launch(self.spec, *args, grid=grid, block=block)
+
+
+def _edited(case: BenchCase, label: str, edit: Callable[[str], str]) -> BenchCase:
+    """``case`` with its request's PTX text edited (``edit``; :class:`cache_hints.Variants`
+    makes the text a request of its own), ``label`` after the shape; the row's request is
+    the one the edit started from. The case's float64 check still applies, so an edit
+    that moves the output beyond the tolerance is reported, not timed."""
+    from cache_hints import Variants
+
+    global _VARIANTS
+    text = edit(render(case.spec))
+    if text == render(case.spec):
+        raise ValueError(f"{label}: the edit left {case.spec!r}'s PTX as it was")
+    if _VARIANTS is None:  # one spec class for every edit: equal texts, equal requests
+        _VARIANTS = Variants(Path(tempfile.gettempdir()) / "specdsl-variants-ptx")
+    variant = _VARIANTS(text)
+    return attrs.evolve(case, detail=f"{case.detail} {label}",
+                        run_specdsl=lambda launcher, inputs: case.run_specdsl(
+                            _Swapped(launcher, variant), inputs))
 
 
 def _floor(torch: Any) -> list[BenchCase]:
@@ -493,6 +532,15 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for cols in (8192, 16384, 32768, 65536, 128256, 131072)
         for tokens in (1, 4, 16, 33, 48, 66, 80, 100, 132)
         for split in (1, 2, 4, 8) if takes(Softmax, cols=cols, split=split)],
+    # SiluMulQuant's static scale at few tokens, where torch.compile led by 0.02 to 0.09 us:
+    # the shipped reciprocal of the scale (rcp.rn.f32, IEEE, with its slow-path branch)
+    # against an approximate one (rcp.approx.ftz.f32, as Inductor's division compiles)
+    "quant-rcp": lambda torch: [
+        case for d in (14336, 18432) for tokens in (1, 4, 16)
+        for case in (cases_fused._silu_mul_quant(torch, tokens, d, "static"),
+                     _edited(cases_fused._silu_mul_quant(torch, tokens, d, "static"),
+                             "rcp.approx", lambda text: text.replace(
+                                 "rcp.rn.f32          %inv", "rcp.approx.ftz.f32  %inv")))],
     # the same at 1 to 16 tokens and shorter rows (where a split starts to pay), and at the
     # row counts between the measured bounds
     "split-bounds-more": lambda torch: [

@@ -882,3 +882,32 @@ def test_cluster_cost_texts_are_the_steps_they_name(hidden, split):
             assert all(step in text for step in wanted), label
         assert "mbarrier" not in text or "mbarrier" in label, label
         compile_ptx(text)
+
+
+# --- variants.py: edited PTX texts ------------------------------------------------------------
+
+
+def test_edited_cases_time_their_edit():
+    """quant-rcp's edited cases launch a PTX text of their own, assembled by nvJitLink, that
+    differs from the case's request in the reciprocal alone; an edit that finds nothing to
+    replace is refused (the table would time the same kernel twice)."""
+    from specdsl import render
+    from specdsl._runtime.compile import compile_ptx
+
+    cases = variants.EXPERIMENTS["quant-rcp"](None)
+    edited = [case for case in cases if case.detail.endswith(" rcp.approx")]
+    assert len(edited) == len(cases) // 2 == 6
+    class Recorder:
+        def launch(self, spec, *args, grid, block):
+            self.spec = spec
+
+    for case in edited:
+        recorder = Recorder()
+        case.run_specdsl(recorder, tuple(np.zeros(1) for _ in range(4)))
+        text = render(recorder.spec)
+        shipped = render(case.spec).replace(".entry silu_mul_quant(", ".entry variant(")
+        assert [line for line in text.splitlines() if line not in shipped.splitlines()] == [
+            "    rcp.approx.ftz.f32  %inv, %scale;"]
+        compile_ptx(text)
+    with pytest.raises(ValueError, match=r"rcp\.approx: the edit left"):
+        variants._edited(cases[0], "rcp.approx", lambda text: text)
