@@ -213,28 +213,28 @@ def spread_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int]
 #: the rows fill a quarter of the SMs, 4 while they fill 0.46 of them (best at 40 to 60
 #: rows, and slower than 2 or 1 at 66), 2 to half. Measured on the H200 (bf16, graph
 #: replay; ``benchmarks/variants.py split-bounds``, ``split-bounds-more``, 2026-12-02):
-#: docs/kernels/softmax.md and silu_mul.md, "Few rows".
+#: docs/kernels/softmax.md, "Rows split over a cluster", and silu_mul.md, "Few tokens".
 CLUSTER_ROWS_PER_SM: Mapping[int, Fraction] = {
     8: Fraction(1, 4), 4: Fraction(46, 100), 2: Fraction(1, 2)}
 
 
-def cluster_split(vectors: int, tokens: int, sm_count: int, takes: Callable[[int], bool], *,
+def cluster_split(vectors: int, rows: int, sm_count: int, takes: Callable[[int], bool], *,
                   min_vectors: int,
                   rows_per_sm: Mapping[int, Fraction] = CLUSTER_ROWS_PER_SM) -> int:
-    """CTAs a row for few rows of ``vectors`` vectors whose CTAs meet in a cluster reduction
-    (Softmax, SiluMulQuant's and Fp8Quant's dynamic scales).
+    """CTAs a row for few rows (tokens) of ``vectors`` vectors whose CTAs meet in a cluster
+    reduction (Softmax, SiluMulQuant's and Fp8Quant's dynamic scales).
 
     The largest split of ``rows_per_sm`` (8, 4 or 2) whose bound the rows keep within
-    (``tokens <= rows_per_sm[split] * sm_count``, ``sm_count`` the device's SM count), that
+    (``rows <= rows_per_sm[split] * sm_count``, ``sm_count`` the device's SM count), that
     cuts the row into equal parts of at least :data:`MIN_PART_VECTORS` vectors and that
     ``takes(split)`` accepts (the kernel's own conditions); 1 for rows of fewer than
     ``min_vectors`` vectors, where the cluster barrier costs more than the split saves, for
     no rows, and beyond every bound.
     """
-    if tokens < 1 or vectors < min_vectors:
+    if rows < 1 or vectors < min_vectors:
         return 1
     return next((split for split, most in sorted(rows_per_sm.items(), reverse=True)
-                 if tokens <= most * sm_count and vectors % split == 0
+                 if rows <= most * sm_count and vectors % split == 0
                  and vectors // split >= MIN_PART_VECTORS and takes(split)), 1)
 
 
