@@ -207,8 +207,8 @@ def _rmsnorm_quant(torch: Any, tokens: int, hidden: int, fused: bool, mode: str,
 
 
 def _silu_mul_quant(torch: Any, tokens: int, d: int, mode: str, **fields: Any) -> BenchCase:
-    # few tokens share a cluster of CTAs each, as specdsl.torch.silu_and_mul_quant chooses
-    # on an H200 (the shape's detail)
+    # few tokens are each shared by several CTAs (a cluster for the dynamic scale), as
+    # specdsl.torch.silu_and_mul_quant chooses on an H200 (the shape's detail)
     split = silu_mul_quant_module.suggested_split(d, "bf16", mode, tokens)
     auto: dict[str, Any] = {"split": split} if "split" not in fields and split > 1 else {}
     spec = SiluMulQuant(d=d, dtype="bf16", scale_mode=mode, **fields, **auto)

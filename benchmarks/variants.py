@@ -453,8 +453,8 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         cases_norm._softmax(torch, tokens, cols, dtype, keep_exponentials=keep)
         for dtype, widths in (("f16", (8192,)), ("f32", (4096, 16384)))
         for cols in widths for tokens in (256, 1056, 2112) for keep in (False, True)],
-    # SiluMulQuant at few tokens: one CTA a token against a cluster of `split` CTAs
-    # sharing it, each mode (issue 15: torch.compile's static scale was ahead at 16 tokens)
+    # SiluMulQuant at few tokens: one CTA a token against `split` CTAs sharing it (a
+    # cluster for the dynamic scale), each mode (issue 15: torch.compile's static scale was ahead at 16 tokens)
     "silu-quant-split": lambda torch: [
         cases_fused._silu_mul_quant(torch, tokens, d, mode, split=split)
         for d in (14336, 18432) for tokens in (1, 16, 64, 128, 256)
@@ -480,7 +480,7 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
     # more than 8 CTAs a token for the scales that need no cluster (issue 15: torch.compile
     # ahead at 1 token of 18432 with the static scale, 1.46 against 1.22 us at split 8)
     "silu-quant-split-wide": silu_quant_split_wide,
-    # suggested_split's rule for those scales (parts of 128 vectors within 2 CTAs an SM)
+    # suggested_split's rule for those scales (parts of 128 vectors within 4 CTAs an SM)
     # against 1 to 16 CTAs a token, 1 to 256 tokens
     "silu-quant-split-rule": lambda torch: [
         cases_fused._silu_mul_quant(torch, tokens, d, mode, **fields)

@@ -198,7 +198,8 @@ class Fp8Quant:
             token's CTAs form a thread block cluster (sm_90) and meet in a cluster
             reduction of their row maxima (``templates/reduce.ptx.j2``), which on the
             H200 costs about what the split saves at 18432 and more at shorter rows (so
-            :func:`suggested_split` gives 1 for it). Only for rows held in registers in
+            :func:`suggested_split` gives it only to rows of 2048 vectors or more at
+            few tokens). Only for rows held in registers in
             whole vectors (up to 65536 f16/bf16 or 32768 f32 elements, not
             :attr:`windowed`), each part by ``block`` threads (:attr:`chunks` 1); 1
             elsewhere.

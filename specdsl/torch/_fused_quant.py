@@ -170,7 +170,8 @@ def _silu_checks(x: torch.Tensor, scale: torch.Tensor | None) -> None:
 def _silu_plan(x: torch.Tensor, scale: torch.Tensor | None, mode: str, index: int
                ) -> _validate.Plan:
     """Every check of a silu_and_mul_quant call, in order; the plan they settle for device
-    ``index`` (a few rows are split over a cluster of CTAs by the device's SM count)."""
+    ``index`` (a few rows are each split over several CTAs by the device's SM count: a
+    cluster for the dynamic scale)."""
     _silu_checks(x, scale)
     _validate.on_cuda(_SILU, "x", x)
     rows = _validate.rows(x)
