@@ -113,10 +113,32 @@ def test_suggested_split_is_always_accepted(dtype):
     from specdsl.kernels.softmax import MAX_COLS, suggested_split
 
     for cols in _lengths(MAX_COLS):
-        for rows in (1, 2, 16, 17, 33, 66, 132, 133, 4096):
+        for rows in (1, 2, 16, 17, 33, 34, 60, 61, 66, 67, 132, 133, 4096):
             split = suggested_split(cols, dtype, rows)
             spec = Softmax(cols=cols, dtype=dtype, split=split)
             assert spec.chunks == 1 or split == 1
+
+
+def test_cluster_split_bounds():
+    """_rows.cluster_split: the largest split whose bound (a fraction of the SM count) the
+    rows keep within and that cuts the row into parts of a warp's 32 vectors or more, that
+    the kernel takes; 1 for short rows, no rows, no SMs and past every bound."""
+    from fractions import Fraction
+
+    from specdsl.kernels._rows import cluster_split
+
+    def split(vectors, rows, sm_count=132, takes=lambda s: True, **bounds):
+        return cluster_split(vectors, rows, sm_count, takes, min_vectors=256, **bounds)
+
+    assert [split(1024, rows) for rows in (1, 33, 34, 60, 61, 66, 67)] == [8, 8, 4, 4, 2, 2, 1]
+    assert [split(1024, rows, sm_count=64) for rows in (16, 17, 29, 30, 32, 33)] == [
+        8, 4, 4, 2, 2, 1]
+    assert split(255, 1) == 1 and split(1024, 0) == 1 and split(1024, 1, sm_count=0) == 1
+    assert split(1028, 1) == 4 and split(1026, 1) == 2 and split(1025, 1) == 1  # what cuts
+    assert split(256, 1, takes=lambda s: s != 8) == 4   # the kernel refuses 8
+    assert cluster_split(248, 1, 132, lambda s: True, min_vectors=1) == 4  # 8 parts of 31
+    assert split(1024, 16, rows_per_sm={8: Fraction(1, 8)}) == 8
+    assert split(1024, 17, rows_per_sm={8: Fraction(1, 8)}) == 1
 
 
 @pytest.mark.parametrize("name", ["RMSNorm", "Softmax"])
