@@ -3,8 +3,8 @@ the same requests rendered from the working tree, in one process.
 
 Two steps, since the GPU machine gets a copy of the working tree without its git history:
 
-    python3 benchmarks/ptx_ab.py render --rev HEAD --out ab/   # here: ab/<n>.ptx, ab/cases.json
-    python3 benchmarks/ptx_ab.py time --baseline ab/           # GPU machine: ab.md under --out
+    python3 benchmarks/ptx_ab.py render --rev HEAD --out .ab/  # here: .ab/<n>.ptx, .ab/cases.json (git-ignored)
+    python3 benchmarks/ptx_ab.py time --baseline .ab/          # GPU machine: ab.md under --out
 
 ``render`` checks the revision out in a temporary git worktree and renders :data:`CASES` there
 (so the revision's own specdsl renders its own templates). ``time`` renders the same cases
