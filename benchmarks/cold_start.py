@@ -93,7 +93,7 @@ def _child(folder: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args()

@@ -18,7 +18,8 @@ Written under ``--out``: ``kernels.json`` (after every case, so a run cut short 
 it measured), ``kernels.md`` (the tables, also printed last) and, with ``--plot``, one
 PNG per kernel page (``rmsnorm.png``, ``softmax.png``, ``rope.png``, ``silu_mul.png``,
 ``fp8_quant.png``; matplotlib from the ``bench`` extra). ``--from-json kernels.json``
-writes the tables and charts again from a results file, without a GPU.
+prints the tables again from a results file, without a GPU, and with ``--plot`` writes
+the charts alone under ``--out`` (``--out docs/kernels/img`` gets the PNGs, nothing else).
 
 Opt-in groups run only where ``--kernels`` names them (their modules set ``OPT_IN``): the
 fused FP8 epilogues against the unfused specdsl pair and torch.compile of the same math
@@ -99,7 +100,7 @@ def parse_kernels(text: str | None, known: tuple[str, ...]) -> tuple[str, ...] |
 def parse_args(argv: list[str] | None = None, known: tuple[str, ...] | None = None
                ) -> argparse.Namespace:
     """The command line (see ``--help``); ``known``: the kernel names ``--kernels`` accepts."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernels", "--only", dest="kernels",
                         help="comma-separated kernels (default: all but the opt-in groups "
                              + ", ".join(opt_in_kernels()) + "): "
@@ -123,7 +124,8 @@ def parse_args(argv: list[str] | None = None, known: tuple[str, ...] | None = No
     parser.add_argument("--plot", action="store_true",
                         help="also write one PNG per kernel page (needs matplotlib)")
     parser.add_argument("--from-json", metavar="FILE",
-                        help="no GPU: write the tables (and --plot charts) from a kernels.json")
+                        help="no GPU: print the tables (and write the --plot charts) from a "
+                             "kernels.json")
     parser.add_argument("--out", default=os.environ.get("OUT", "."),
                         help="folder for kernels.json, kernels.md and the PNGs")
     args = parser.parse_args(argv)
@@ -182,10 +184,12 @@ def progress(record: dict) -> str:
             f"{', '.join(parts)} ({record['seconds']:.1f} s)")
 
 
-def finish(results: dict, out: Path, plot: bool) -> int:
-    """Write ``kernels.md`` (and the charts), then print the tables last."""
+def finish(results: dict, out: Path, plot: bool, tables_file: bool = True) -> int:
+    """Write ``kernels.md`` (unless ``tables_file`` is False) and the charts, then print the
+    tables last."""
     text = bench_report.markdown(results)
-    (out / "kernels.md").write_text(text)
+    if tables_file:
+        (out / "kernels.md").write_text(text)
     if plot:
         try:
             for path in bench_report.plot(results, out):
@@ -210,7 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.from_json:
-        return finish(bench_report.read_json(args.from_json), out, args.plot)
+        try:
+            results = bench_report.read_json(args.from_json)
+        except (OSError, ValueError) as exc:  # a missing file, not JSON, not a results object
+            print(f"kernels.py: error: --from-json {args.from_json}: {exc}", file=sys.stderr)
+            return 2
+        return finish(results, out, args.plot, tables_file=False)
 
     started = time.perf_counter()
     import torch

@@ -67,7 +67,7 @@ def row(torch: Any, off: harness.BenchCase, on: harness.BenchCase, launcher: har
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for l1_loads.md")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds a case")
     args = parser.parse_args(argv)

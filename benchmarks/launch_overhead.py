@@ -83,7 +83,7 @@ class KeyedAdd:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=100,
                         help="launches per timed batch (far below the launch queue's depth)")
     parser.add_argument("--batches", type=int, default=40, help="batches per method and round")

@@ -168,7 +168,7 @@ def find_ncu(given: str | None) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."),
                         help="folder for ncu.csv, ncu_targets.json and ncu_report.md")
     parser.add_argument("--ncu", help="the ncu executable (default: on the PATH)")

@@ -108,7 +108,7 @@ GROUPS: dict[str, Callable[[Any], list[BenchCase]]] = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see ``--help``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("groups", nargs="*", default=["large"],
                         help=f"case groups, some of {', '.join(GROUPS)} (default: large)")
     parser.add_argument("--impls", default=",".join(IMPLS),

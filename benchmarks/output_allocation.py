@@ -131,7 +131,7 @@ def residual_row(torch: Any, hidden: int, launcher: harness.Launcher) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."),
                         help="folder for output_allocation.md")
     parser.add_argument("--rounds", type=int, default=1, help="times through the cases")

@@ -63,7 +63,7 @@ def best_ns(statement, number: int, repeat: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--number", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()

@@ -114,7 +114,7 @@ def rows(torch, device: str) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=100, help="calls per timed batch")
     parser.add_argument("--repeats", type=int, default=200, help="timed batches per row")
     parser.add_argument("--stand-in", action="store_true",

@@ -82,7 +82,7 @@ def problems(result: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", required=True, help="the disk cache folder all ranks share")
     args = parser.parse_args(argv)
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])

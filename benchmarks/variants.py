@@ -559,16 +559,18 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("experiments", nargs="+", choices=sorted(EXPERIMENTS))
     parser.add_argument("--compile", default="",
                         help="comma-separated experiments to also time under torch.compile")
-    parser.add_argument("--launches", type=int, default=50)
+    parser.add_argument("--launches", type=int, default=50,
+                        help="timed launches per case and implementation (default 50)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the cases this many times, every other round reversed")
     parser.add_argument("--peers", action="store_true",
                         help="also time Liger-Kernel on the default request's rows")
-    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--out", default=os.environ.get("OUT", "."),
+                        help="folder for variants.md (default $OUT, else the working folder)")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: expected at least 1")

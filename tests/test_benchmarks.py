@@ -331,13 +331,20 @@ def test_plot_writes_one_png_per_page(tmp_path):
     assert (width, height) == (800, 500)
 
 
-def test_from_json_writes_and_prints_the_tables_last(tmp_path, capsys):
-    """kernels.py --from-json writes kernels.md and prints it as the last output."""
+def test_from_json_prints_the_tables_last_and_writes_no_table_file(tmp_path, capsys):
+    """kernels.py --from-json prints the tables as its last output and leaves --out to the
+    charts (the docs point it at docs/kernels/img); a file it cannot read is one error
+    line, exit 2."""
     source = tmp_path / "kernels.json"
-    bench_report.write_json(_results(_case(specdsl={"event_us": 100.0})), source)
+    results = _results(_case(specdsl={"event_us": 100.0}))
+    bench_report.write_json(results, source)
     assert kernels.main(["--from-json", str(source), "--out", str(tmp_path / "out")]) == 0
-    text = (tmp_path / "out" / "kernels.md").read_text()
-    assert capsys.readouterr().out.endswith(text + "\n")
+    assert capsys.readouterr().out.endswith(bench_report.markdown(results) + "\n")
+    assert list((tmp_path / "out").iterdir()) == []
+    missing = tmp_path / "none.json"
+    assert kernels.main(["--from-json", str(missing), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"kernels.py: error: --from-json {missing}: [Errno 2] "
+                                       f"No such file or directory: '{missing}'\n")
 
 
 # --- ncu_targets.py and ncu_report.py --------------------------------------------------------
