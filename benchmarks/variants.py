@@ -34,6 +34,7 @@ and 8192 and at 16 tokens: the tuning fields ``rows_per_cta``, ``min_ctas_per_sm
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -75,9 +76,6 @@ def _ctas_candidates(kernel: type, **fields: Any) -> list[dict]:
     return [{}] + [{"min_ctas_per_sm": ctas} for ctas in counts if ctas != spec.min_ctas_per_sm]
 
 
-_VARIANTS: Any = None
-
-
 class _Swapped:
     """A launcher that launches ``spec`` whatever request it is handed: a case's own
     ``run_specdsl`` then runs an edited PTX text with the case's arguments and geometry."""
@@ -89,20 +87,25 @@ class _Swapped:
         self.launcher.launch(self.spec, *args, grid=grid, block=block)
 
 
+@functools.cache
+def _variants() -> Any:
+    """The one :class:`cache_hints.Variants` of every edit: one spec class, so equal texts
+    are equal requests."""
+    from cache_hints import Variants
+
+    return Variants(Path(tempfile.gettempdir()) / "specdsl-variants-ptx")
+
+
 def _edited(case: BenchCase, label: str, edit: Callable[[str], str]) -> BenchCase:
     """``case`` with its request's PTX text edited (``edit``; :class:`cache_hints.Variants`
     makes the text a request of its own), ``label`` after the shape; the row's request is
     the one the edit started from. The case's float64 check still applies, so an edit
     that moves the output beyond the tolerance is reported, not timed."""
-    from cache_hints import Variants
-
-    global _VARIANTS
-    text = edit(render(case.spec))
-    if text == render(case.spec):
+    shipped = render(case.spec)
+    text = edit(shipped)
+    if text == shipped:
         raise ValueError(f"{label}: the edit left {case.spec!r}'s PTX as it was")
-    if _VARIANTS is None:  # one spec class for every edit: equal texts, equal requests
-        _VARIANTS = Variants(Path(tempfile.gettempdir()) / "specdsl-variants-ptx")
-    variant = _VARIANTS(text)
+    variant = _variants()(text)
     return attrs.evolve(case, detail=f"{case.detail} {label}",
                         run_specdsl=lambda launcher, inputs: case.run_specdsl(
                             _Swapped(launcher, variant), inputs))
@@ -454,7 +457,8 @@ EXPERIMENTS: dict[str, Callable[[Any], list[BenchCase]]] = {
         for dtype, widths in (("f16", (8192,)), ("f32", (4096, 16384)))
         for cols in widths for tokens in (256, 1056, 2112) for keep in (False, True)],
     # SiluMulQuant at few tokens: one CTA a token against `split` CTAs sharing it (a
-    # cluster for the dynamic scale), each mode (issue 15: torch.compile's static scale was ahead at 16 tokens)
+    # cluster for the dynamic scale), each mode (issue 15: torch.compile's static scale
+    # was ahead at 16 tokens)
     "silu-quant-split": lambda torch: [
         cases_fused._silu_mul_quant(torch, tokens, d, mode, split=split)
         for d in (14336, 18432) for tokens in (1, 16, 64, 128, 256)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Any, Literal
 
 import attrs
@@ -13,6 +12,7 @@ from .._spec.fields import baked
 from . import fp8_quant, silu_mul
 from ._checks import FLOAT_DTYPES, block_size, count, one_of, suggestion_counts, takes
 from ._rows import (
+    CLUSTER_ROWS_PER_SM,
     CTAS_PER_SM,
     DYNAMIC_SCALE_CLUSTER,
     ONE_VECTOR_PART,
@@ -43,7 +43,7 @@ CLUSTER_MIN_VECTORS = 768
 #: The dynamic scale's bounds (``cluster_split``'s, tokens as a fraction of the SM count):
 #: 8 CTAs a token to a quarter of the SMs, 4 to 0.46; 2, only where 4 does not cut the
 #: row, no further than 4 (it never ran fastest for rows that 4 cuts).
-CLUSTER_TOKENS_PER_SM = {8: Fraction(1, 4), 4: Fraction(46, 100), 2: Fraction(46, 100)}
+CLUSTER_TOKENS_PER_SM = {**CLUSTER_ROWS_PER_SM, 2: CLUSTER_ROWS_PER_SM[4]}
 
 
 def default_block(d: int, dtype: DType, split: int = 1) -> int:
